@@ -1,0 +1,372 @@
+"""The scheme contract: the one interface every gradient-coding scheme implements.
+
+A scheme is a plain Python object (numpy only: no Ray, no torch) so that the Ray
+runtime and the simulator drive exactly the same code. To add a scheme, subclass
+:class:`Scheme` (or :class:`LinearScheme` for a static code with one job per round),
+give it a dataclass config in ``gclab/config.py`` and a YAML file in ``conf/scheme/``.
+
+Vocabulary (REFERENCE.md §1):
+
+* ``n`` logical workers, ``k`` data shards (``k = n`` for every built-in scheme).
+* A *job* is one SGD step on a global batch; job ``t`` starts in round ``t``.
+* A job's batch is split into *parts*: a part is a slice of the samples the job draws
+  from one shard (:class:`Part`). The partial gradient of a part is the *sum* of its
+  per-sample gradients, so the sum over all parts of a job is the batch gradient.
+* A *task* ``(job, part)`` is one partial gradient a worker computes in a round.
+* Each worker sends one *packet* per round (:class:`Encoder`); the master feeds the
+  packets that arrive to a :class:`Decoder`, which says which jobs are decodable and
+  decodes them. ``T`` is the number of extra rounds a job may take to decode.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from gclab.errors import ConfigError, DecodeError
+
+#: Largest tolerated ‖residual‖ of a decoding solution (computed in float64).
+RESIDUAL_TOL = 1e-8
+
+
+@dataclass(frozen=True)
+class Part:
+    """Samples ``[lo, hi)`` (as fractions) of the per-job samples drawn from ``shard``."""
+
+    shard: int
+    lo: float = 0.0
+    hi: float = 1.0
+
+
+@dataclass(frozen=True)
+class Task:
+    """Compute the partial gradient of ``part`` of ``job``."""
+
+    job: int
+    part: int
+
+
+Plan = tuple[tuple[Task, ...], ...]
+"""Tasks per worker for one round: ``plan[w]`` is what worker ``w`` computes."""
+
+
+class Encoder(ABC):
+    """Worker-side encoder; may keep state across rounds (buffers, kept packets)."""
+
+    @abstractmethod
+    def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
+        """Turn this round's partial gradients (one per planned task) into one packet."""
+
+
+class Decoder(ABC):
+    """Master-side decoder, stateful across rounds.
+
+    In *symbolic* mode (``grad_size is None``) packets are ``None``: the decoder only
+    tracks which packets arrived and which jobs they make decodable. The simulator uses
+    this mode, the runtime the real one, so both see the same decodability.
+    """
+
+    def __init__(self, scheme: Scheme, grad_size: int | None) -> None:
+        self.scheme = scheme
+        self.grad_size = grad_size
+
+    @property
+    def symbolic(self) -> bool:
+        return self.grad_size is None
+
+    @abstractmethod
+    def plan(self, round: int) -> Plan:
+        """The tasks of every worker in ``round`` (may depend on earlier arrivals)."""
+
+    @abstractmethod
+    def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
+        """Record that the packet of ``worker`` from ``round`` arrived (possibly late)."""
+
+    @abstractmethod
+    def decodable(self) -> list[int]:
+        """Jobs decodable from what arrived and not yet decoded, ascending."""
+
+    @abstractmethod
+    def decode(self, job: int) -> np.ndarray | None:
+        """Return job's gradient (float64; ``None`` in symbolic mode) and forget it.
+
+        Raises :class:`DecodeError` when the job is not decodable or when the residual
+        check of its decoding coefficients fails: never a silently wrong gradient.
+        """
+
+    @abstractmethod
+    def wanted(self, job: int) -> list[tuple[int, int]]:
+        """``(round, worker)`` of packets not yet received that could help decode ``job``.
+
+        The round protocol retransmits or waits for these, in this order, when a job
+        is due but not decodable.
+        """
+
+
+class Scheme(ABC):
+    """A gradient-coding scheme: placement, per-round plans, encoder, decoder.
+
+    Subclasses set the attributes below in ``__init__`` and validate their parameters
+    there, raising :class:`ConfigError` with one sentence naming the bad value and
+    what would be valid.
+    """
+
+    #: Name used in configs and reports (``scheme=<name>``).
+    name: ClassVar[str]
+    #: Whether the decoded gradient equals the true batch gradient (up to rounding).
+    exact: ClassVar[bool] = True
+
+    n: int
+    s: int
+    T: int = 0
+    parts: tuple[Part, ...]
+    placement: tuple[tuple[int, ...], ...]
+
+    @property
+    def k(self) -> int:
+        """Number of data shards."""
+        return 1 + max(p.shard for p in self.parts)
+
+    @property
+    @abstractmethod
+    def load(self) -> float:
+        """Work per worker per round as a fraction of one full (batch) gradient."""
+
+    @property
+    def packet_fraction(self) -> float:
+        """Packet length relative to the gradient (``1/m`` for CCE codes)."""
+        return 1.0
+
+    @abstractmethod
+    def tolerates(self, erasures: np.ndarray) -> bool:
+        """Whether an erasure pattern fits the scheme's model.
+
+        ``erasures`` is a boolean array ``[rounds, n]`` (``True`` = packet erased) over
+        the rounds a job may use (``T + 1`` rows, starting at the job's round), with all
+        earlier jobs decoded. For ``T = 0`` a 1-D array of length ``n`` is accepted too.
+        """
+
+    @abstractmethod
+    def encoder(self, worker: int) -> Encoder:
+        """A fresh encoder for ``worker``."""
+
+    @abstractmethod
+    def decoder(self, grad_size: int | None = None) -> Decoder:
+        """A fresh decoder; ``grad_size=None`` gives the symbolic (simulator) mode."""
+
+    def describe(self) -> str:
+        """Short human-readable name with parameters, for logs and reports."""
+        return f"{self.name}(n={self.n}, s={self.s}, T={self.T})"
+
+    def _check_workers(self, n: int) -> None:
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ConfigError(f"cluster.workers={n!r} is invalid: it must be an integer >= 1.")
+
+
+# ---------------------------------------------------------------------------------------
+# Static linear codes (T = 0): one job per round, worker w sends
+#     f_w = sum_j sum_u E[w, j, u] * g_j^(u),
+# where g_j^(u) = g_j[u::m] is stream u of partial gradient j (m = 1: the whole vector).
+# Decoding from survivors F uses a weight matrix C[u, i]: stream u of g = sum_i C[u,i] f_F[i].
+# ---------------------------------------------------------------------------------------
+
+
+class LinearScheme(Scheme):
+    """Base class for static codes: subclasses set ``encoding`` (``E``, shape [n, k, m]).
+
+    Parts are the k shards, worker w computes the parts its row of ``E`` touches, and
+    decoding weights come from :meth:`decoding_weights` (least squares by default;
+    subclasses override it with closed forms), cached per survivor set and guarded by
+    a float64 residual check.
+    """
+
+    encoding: np.ndarray
+
+    def _init_linear(self, n: int, s: int, encoding: np.ndarray) -> None:
+        self.n, self.s, self.T = n, s, 0
+        self.encoding = np.asarray(encoding, dtype=np.float64)
+        if self.encoding.ndim == 2:
+            self.encoding = self.encoding[:, :, None]
+        k = self.encoding.shape[1]
+        self.parts = tuple(Part(j) for j in range(k))
+        self.placement = tuple(
+            tuple(int(j) for j in np.flatnonzero(np.any(self.encoding[w] != 0, axis=1)))
+            for w in range(n)
+        )
+
+    @property
+    def m(self) -> int:
+        return self.encoding.shape[2]
+
+    @property
+    def load(self) -> float:
+        return max(len(p) for p in self.placement) / len(self.parts)
+
+    @property
+    def packet_fraction(self) -> float:
+        return 1.0 / self.m
+
+    def min_survivors(self) -> int:
+        """How many packets a round needs at least; the predicate's default threshold."""
+        return self.n - self.s
+
+    def tolerates(self, erasures: np.ndarray) -> bool:
+        erasures = np.asarray(erasures, dtype=bool).reshape(-1, self.n)[0]
+        return int(np.count_nonzero(~erasures)) >= self.min_survivors()
+
+    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
+        """Weights ``C[m, len(survivors)]`` decoding the sum, or ``None`` if impossible.
+
+        ``survivors`` are worker ids in arrival order. The default solves the least
+        squares problem of the encoding restricted to the survivors; the residual check
+        in :meth:`checked_weights` decides whether it really decodes.
+        """
+        e = self.encoding[list(survivors)]  # [F, k, m]
+        a = e.transpose(1, 2, 0).reshape(-1, len(survivors))  # rows (j, u'), columns i
+        target = np.tile(np.eye(self.m), (e.shape[1], 1))  # [(j, u'), u]
+        # sum_i C[u,i] E[F_i, j, u'] = delta(u, u') for every part j
+        weights = np.linalg.lstsq(a, target, rcond=None)[0].T
+        if self.residual(survivors, weights) > 1e-6:
+            return None  # the system is inconsistent: these survivors cannot decode
+        return weights
+
+    #: Whether decoding depends on the order packets arrived in (ignore_stragglers).
+    order_matters: ClassVar[bool] = False
+
+    def checked_weights(
+        self, survivors: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """``(used workers, weights)`` for a survivor set, or ``None`` if not decodable.
+
+        Raises :class:`DecodeError` when weights exist but fail the residual check
+        (a numerically broken decode is an error, never a silently wrong gradient).
+        """
+        if not survivors:
+            return None
+        weights = self.decoding_weights(survivors)
+        if weights is None:
+            return None
+        if self.exact:
+            res = self.residual(survivors, weights)
+            if res > RESIDUAL_TOL:
+                raise DecodeError(
+                    f"{self.describe()}: decoding weights for survivors {sorted(survivors)} "
+                    f"fail the residual check ({res:.2e} > {RESIDUAL_TOL:.0e})."
+                )
+        keep = np.flatnonzero(np.any(weights != 0, axis=0))
+        return tuple(survivors[i] for i in keep), weights[:, keep]
+
+    def residual(self, survivors: tuple[int, ...], weights: np.ndarray) -> float:
+        """‖C·E_F − I‖ (max abs), in float64: 0 for a perfect decode."""
+        e = self.encoding[list(survivors)]  # [F, k, m]
+        got = np.einsum("ui,ijv->juv", weights, e)  # [k, m, m]
+        want = np.broadcast_to(np.eye(self.m), got.shape)
+        return float(np.max(np.abs(got - want)))
+
+    def encoder(self, worker: int) -> Encoder:
+        return LinearEncoder(self, worker)
+
+    def decoder(self, grad_size: int | None = None) -> Decoder:
+        return LinearDecoder(self, grad_size)
+
+
+def pad_length(size: int, m: int) -> int:
+    """Gradient length padded up to a multiple of ``m`` (streams of equal length)."""
+    return -(-size // m) * m
+
+
+class LinearEncoder(Encoder):
+    """Stateless encoder of a :class:`LinearScheme`: one weighted sum of partials."""
+
+    def __init__(self, scheme: LinearScheme, worker: int) -> None:
+        self.coefficients = scheme.encoding[worker]  # [k, m]
+        self.m = scheme.m
+
+    def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
+        packet: np.ndarray | None = None
+        for task, grad in partials.items():
+            coef = self.coefficients[task.part]
+            streams = _as_streams(grad, self.m)  # [l/m, m]
+            term = (
+                streams @ coef.astype(grad.dtype) if self.m > 1 else grad * grad.dtype.type(coef[0])
+            )
+            packet = term if packet is None else packet + term
+        if packet is None:
+            raise DecodeError(f"round {round}: worker has no partial gradients to encode.")
+        return packet
+
+
+def _as_streams(grad: np.ndarray, m: int) -> np.ndarray:
+    if m == 1:
+        return grad[:, None]
+    padded = pad_length(grad.size, m)
+    if padded != grad.size:
+        grad = np.concatenate([grad, np.zeros(padded - grad.size, dtype=grad.dtype)])
+    return grad.reshape(-1, m)
+
+
+class LinearDecoder(Decoder):
+    """Decoder of a :class:`LinearScheme`: job r is decoded from round r's packets."""
+
+    def __init__(self, scheme: LinearScheme, grad_size: int | None) -> None:
+        super().__init__(scheme, grad_size)
+        self.scheme: LinearScheme = scheme
+        self._arrived: dict[int, dict[int, np.ndarray | None]] = {}
+        self._decoded: set[int] = set()
+        self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
+        self._plan = tuple(
+            tuple(Task(-1, j) for j in parts) for parts in scheme.placement
+        )  # job filled in per round
+
+    def plan(self, round: int) -> Plan:
+        return tuple(tuple(Task(round, t.part) for t in tasks) for tasks in self._plan)
+
+    def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
+        if round in self._decoded:
+            return
+        self._arrived.setdefault(round, {}).setdefault(worker, packet)
+
+    def _solution(self, round: int) -> tuple[tuple[int, ...], np.ndarray] | None:
+        survivors = tuple(self._arrived.get(round, {}))
+        key = survivors if self.scheme.order_matters else tuple(sorted(survivors))
+        if key not in self._cache:
+            self._cache[key] = self.scheme.checked_weights(survivors)
+        return self._cache[key]
+
+    def decodable(self) -> list[int]:
+        return sorted(r for r in self._arrived if r not in self._decoded and self._solution(r))
+
+    def decode(self, job: int) -> np.ndarray | None:
+        solution = self._solution(job)
+        if solution is None:
+            raise DecodeError(
+                f"job {job} is not decodable from workers {sorted(self._arrived.get(job, {}))}."
+            )
+        used, weights = solution
+        packets = self._arrived.pop(job)
+        self._decoded.add(job)
+        if self.symbolic:
+            return None
+        return combine([packets[w] for w in used], weights, self.grad_size)
+
+    def wanted(self, job: int) -> list[tuple[int, int]]:
+        if job in self._decoded:
+            return []
+        have = self._arrived.get(job, {})
+        return [(job, w) for w in range(self.scheme.n) if w not in have]
+
+
+def combine(packets: Sequence[np.ndarray], weights: np.ndarray, grad_size: int) -> np.ndarray:
+    """Σ_i C[u,i]·packet_i for each stream u, interleaved back into one float64 vector."""
+    m = weights.shape[0]
+    out = np.zeros((packets[0].size, m))
+    for i, packet in enumerate(packets):
+        for u in range(m):
+            c = weights[u, i]
+            if c != 0.0:
+                out[:, u] += c * packet
+    return out.reshape(-1)[:grad_size]

@@ -1,0 +1,31 @@
+"""``uncoded``: every worker computes its own shard; the master waits for all n."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gclab.coding.base import LinearScheme
+from gclab.schemas import register
+
+
+@register("scheme", "uncoded")
+@dataclass
+class UncodedConfig:
+    _target_: str = "gclab.coding.uncoded.Uncoded"
+
+
+class Uncoded(LinearScheme):
+    """Plain synchronous data parallelism (B = identity): tolerates no erasure."""
+
+    name = "uncoded"
+
+    def __init__(self, n: int) -> None:
+        self._check_workers(n)
+        self._init_linear(n, 0, np.eye(n))
+
+    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
+        if len(survivors) < self.n:
+            return None
+        return np.ones((1, len(survivors)))
