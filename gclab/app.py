@@ -1,0 +1,164 @@
+"""Composition root of ``python -m gclab``: validate, instantiate, train, record.
+
+Everything that can be wrong with a config is found here, before Ray starts, and
+reported as one sentence (``ConfigError``); nothing is written for a rejected run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import InstantiateError
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from gclab.config import CONF_DIR
+from gclab.errors import ConfigError
+from gclab.ml.optim import make_optimizer
+
+log = logging.getLogger("gclab")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
+    """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper."""
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiateError as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise cause from None
+        raise ConfigError(f"cannot build {node.get('_target_')}: {exc}") from exc
+
+
+def validate_train(train: DictConfig) -> None:
+    """Range checks of the ``train`` group (types are checked by the schema)."""
+    _check(train.epochs > 0, f"train.epochs={train.epochs} is invalid: it must be > 0.")
+    _check(
+        train.rounds is None or train.rounds >= 1,
+        f"train.rounds={train.rounds} is invalid: it must be >= 1 (or null to use epochs).",
+    )
+    _check(train.batch_size >= 1, f"train.batch_size={train.batch_size} must be >= 1.")
+    _check(train.lr > 0, f"train.lr={train.lr} is invalid: the learning rate must be > 0.")
+    _check(0 <= train.momentum < 1, f"train.momentum={train.momentum} must be in [0, 1).")
+    _check(train.weight_decay >= 0, f"train.weight_decay={train.weight_decay} must be >= 0.")
+    _check(train.eval_every >= 0, f"train.eval_every={train.eval_every} must be >= 0 (0 = off).")
+    _check(
+        train.checkpoint_every >= 0,
+        f"train.checkpoint_every={train.checkpoint_every} must be >= 0 (0 = off).",
+    )
+    _check(
+        train.target_accuracy is None or 0 < train.target_accuracy <= 1,
+        f"train.target_accuracy={train.target_accuracy} must be in (0, 1] or null.",
+    )
+
+
+def build(cfg: DictConfig):
+    """Validate the config and build the run's parts; no Ray, no files written.
+
+    Returns ``(plan, logger)``; raises :class:`ConfigError` on any bad value.
+    """
+    from gclab.runtime.server import TrainingPlan
+
+    validate_train(cfg.train)
+    cluster = _instantiate(cfg.cluster)
+    scheme = _instantiate(cfg.scheme, n=cluster.workers)
+    batch = cfg.train.batch_size
+    _check(
+        batch % scheme.k == 0,
+        f"train.batch_size={batch} is not divisible by the {scheme.k} data shards of "
+        f"{scheme.describe()}; use a multiple of {scheme.k}, e.g. "
+        f"{max(scheme.k, batch - batch % scheme.k)} or {batch + scheme.k - batch % scheme.k}.",
+    )
+    delay = _instantiate(cfg.delay)
+    from gclab.network.protocol import RoundProtocol
+
+    protocol = RoundProtocol(cfg.network, delay, scheme.n, cfg.seed)
+    logger = _instantiate(cfg.logger)
+    source = _instantiate(cfg.data)
+    data = source.load()
+    shard = len(data.train_y) // scheme.k
+    per_shard = batch // scheme.k
+    _check(
+        per_shard <= shard,
+        f"train.batch_size={batch} needs {per_shard} samples from each of {scheme.k} shards, "
+        f"but a shard holds only {shard}; use a batch of at most {shard * scheme.k}.",
+    )
+    steps_per_epoch = shard // per_shard
+    jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg["num_classes"] = data.num_classes
+
+    def build_optimizer(flat):
+        t = cfg.train
+        return make_optimizer(
+            flat.model.parameters(), t.lr, t.momentum, t.nesterov, t.weight_decay,
+            t.schedule, jobs,
+        )  # fmt: skip
+
+    plan = TrainingPlan(
+        scheme=scheme,
+        model_cfg=model_cfg,
+        build_optimizer=build_optimizer,
+        data=data,
+        augment=source.augment,
+        batch_size=batch,
+        num_jobs=jobs,
+        eval_every=cfg.train.eval_every,
+        checkpoint_every=cfg.train.checkpoint_every,
+        seed=cfg.seed,
+        cluster=cluster,
+        protocol=protocol,
+    )
+    return plan, logger
+
+
+def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | None = None) -> dict:
+    """Train one configured run into ``run_dir``; returns the summary."""
+    from gclab.runtime.server import train
+    from gclab.tracking.run import RunRecorder
+
+    plan, logger = build(cfg)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    extra = {"scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n}
+    recorder = RunRecorder(run_dir, logger, cfg.train.target_accuracy, extra)
+    logger.start(
+        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
+        run_dir,
+        name or plan.scheme.describe(),
+        group,
+    )
+    summary = None
+    try:
+        summary = train(plan, recorder)
+        return summary
+    finally:
+        recorder.close(summary, failed=summary is None)
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float | None:
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode.name == "MULTIRUN"
+    name = hydra_cfg.job.override_dirname or None
+    group = str(Path(hydra_cfg.sweep.dir)) if multirun else None
+    try:
+        summary = run(cfg, run_dir, name=name, group=group)
+    except ConfigError as exc:
+        print(f"gclab: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    log.info("summary: %s", summary)
+    return summary.get("test_accuracy")

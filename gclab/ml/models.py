@@ -1,0 +1,59 @@
+"""Models: a small CPU-friendly CNN and torchvision's ResNet-18 with the CIFAR stem."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from gclab.schemas import register
+
+
+@register("model", "cnn")
+@dataclass
+class CNNConfig:
+    _target_: str = "gclab.ml.models.SmallCNN"
+    num_classes: int = 10
+    width: int = 32
+
+
+class SmallCNN(nn.Module):
+    """Three conv-ReLU-pool blocks and two linear layers (~0.36M parameters at width 32).
+
+    No batch normalisation: its gradient depends only on each sample, so the sum of
+    partial gradients equals the batch gradient and coded training is exactly SGD.
+    """
+
+    def __init__(self, num_classes: int = 10, width: int = 32) -> None:
+        super().__init__()
+        c1, c2, c3 = width, 2 * width, 4 * width
+        self.features = nn.Sequential(
+            nn.Conv2d(3, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c1, c2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(c2, c3, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        )  # fmt: skip
+        # CIFAR-sized input: three 2x pools leave 4x4 feature maps
+        self.head = nn.Sequential(
+            nn.Flatten(), nn.Linear(c3 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, num_classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+@register("model", "resnet18")
+@dataclass
+class ResNet18Config:
+    _target_: str = "gclab.ml.models.resnet18_cifar"
+    num_classes: int = 10
+
+
+def resnet18_cifar(num_classes: int = 10) -> nn.Module:
+    """torchvision ResNet-18 with the CIFAR stem: 3×3 stride-1 first conv, no max-pool."""
+    from torchvision.models import resnet18
+
+    model = resnet18(num_classes=num_classes)
+    model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+    model.maxpool = nn.Identity()
+    return model

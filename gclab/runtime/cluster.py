@@ -1,0 +1,100 @@
+"""Connecting to Ray: a private local instance, or an existing cluster by address."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import ray
+
+from gclab.errors import ConfigError
+from gclab.schemas import register
+
+
+@register("cluster", "local")
+@dataclass
+class LocalClusterConfig:
+    _target_: str = "gclab.runtime.cluster.Cluster"
+    workers: int = 4
+    actors: int | None = None
+    worker_cpus: float = 0.5
+    worker_gpus: float = 0.0
+    threads_per_actor: int = 1
+    address: str | None = None
+
+
+@register("cluster", "ray")
+@dataclass
+class RayClusterConfig(LocalClusterConfig):
+    address: str | None = "auto"
+
+
+class Cluster:
+    """How many logical workers, how they are packed into actors, and where Ray runs.
+
+    ``address=None`` starts a private local Ray bound to loopback without dashboard;
+    otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
+    ``ray start`` left on this machine).
+    """
+
+    def __init__(
+        self,
+        workers: int = 4,
+        actors: int | None = None,
+        worker_cpus: float = 0.5,
+        worker_gpus: float = 0.0,
+        threads_per_actor: int = 1,
+        address: str | None = None,
+    ) -> None:
+        if not isinstance(workers, int) or workers < 1:
+            raise ConfigError(
+                f"cluster.workers={workers!r} is invalid: it must be an integer >= 1."
+            )
+        actors = workers if actors is None else actors
+        if not 1 <= actors <= workers:
+            raise ConfigError(
+                f"cluster.actors={actors} is invalid: it must be between 1 and "
+                f"cluster.workers={workers} (or null for one actor per worker)."
+            )
+        if worker_cpus < 0 or worker_gpus < 0:
+            raise ConfigError(
+                f"cluster.worker_cpus={worker_cpus} / worker_gpus={worker_gpus} are invalid: "
+                "both must be >= 0 (fractions are fine)."
+            )
+        if threads_per_actor < 1:
+            raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
+        if address is not None and not address.strip():
+            raise ConfigError("cluster.address='' is invalid: use null (local) or host:port.")
+        self.workers, self.actors = workers, actors
+        self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus
+        self.threads_per_actor, self.address = threads_per_actor, address
+
+    def groups(self) -> list[list[int]]:
+        """Logical workers of each actor: contiguous, as even as possible."""
+        size, extra = divmod(self.workers, self.actors)
+        bounds = [a * size + min(a, extra) for a in range(self.actors + 1)]
+        return [list(range(bounds[a], bounds[a + 1])) for a in range(self.actors)]
+
+    def connect(self) -> None:
+        """Start or join Ray (reusing a session this process already has)."""
+        if ray.is_initialized():
+            return
+        if self.address is None:
+            needed = math.ceil(self.actors * self.worker_cpus) + 1
+            ray.init(
+                num_cpus=max(os.cpu_count() or 1, needed),
+                num_gpus=None if self.worker_gpus else 0,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                log_to_driver=True,
+                configure_logging=False,
+            )
+            return
+        try:
+            ray.init(address=self.address, log_to_driver=True, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(
+                f"cluster.address={self.address!r}: no Ray cluster answered ({exc}); start "
+                "one with 'ray start --head' or use cluster=local."
+            ) from exc

@@ -1,0 +1,109 @@
+"""Worker actors: each hosts one or more logical workers of the scheme.
+
+An actor holds only the data shards its logical workers' placement names (fetched
+once from the object store), keeps one encoder per logical worker, and per round
+returns one packet per logical worker with that worker's own compute time, so the
+virtual clock stays faithful however workers are packed into processes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import ray
+import torch
+from hydra.utils import instantiate
+
+from gclab.coding.base import Scheme, Task
+from gclab.ml.batches import BatchPlan, Normalizer
+from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
+
+
+@dataclass
+class WorkerSpec:
+    """What every actor needs to build its model and batches (small, pickled once)."""
+
+    scheme: Scheme
+    model: dict
+    plan: BatchPlan
+    mean: torch.Tensor
+    std: torch.Tensor
+    augment: bool
+    threads: int
+    num_jobs: int
+
+
+@dataclass
+class WorkerReport:
+    """One logical worker's result for one round."""
+
+    round: int
+    packet: np.ndarray
+    seconds: float
+    loss_sum: float
+    samples: int
+    buffers: np.ndarray
+
+
+class WorkerHost:
+    """A Ray actor process hosting logical workers ``workers`` (see :func:`start_hosts`)."""
+
+    def __init__(
+        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
+    ) -> None:
+        torch.set_num_threads(spec.threads)
+        self.spec = spec
+        self.workers = list(workers)
+        self.flat = FlatModel(instantiate(spec.model))
+        local = dict(zip(shards, ray.get(list(shards.values()))))
+        self.batches = BatchMaker(local, spec.plan, Normalizer(spec.mean, spec.std), spec.augment)
+        self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
+        self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
+
+    def run_round(
+        self, round: int, state: np.ndarray, plans: Mapping[int, tuple[Task, ...]]
+    ) -> dict[int, WorkerReport]:
+        """Compute and encode every hosted worker's tasks of ``round`` on weights ``state``."""
+        reports = {}
+        parts = self.spec.scheme.parts
+        for w in self.workers:
+            start = time.perf_counter()
+            self.flat.load_state_vector(state)  # each logical worker starts from the broadcast
+            partials, loss_sum, samples = {}, 0.0, 0
+            for task in plans[w]:
+                if task.job >= self.spec.num_jobs:  # drain rounds of pipelined schemes
+                    partials[task] = self.zero
+                    continue
+                x, y = self.batches(task.job, parts[task.part])
+                loss, grad = loss_and_gradient(self.flat, x, y)
+                partials[task] = grad.numpy()
+                loss_sum, samples = loss_sum + loss, samples + len(y)
+            packet = self.encoders[w].encode(round, partials)
+            seconds = time.perf_counter() - start
+            reports[w] = WorkerReport(
+                round, packet, seconds, loss_sum, samples, self.flat.buffer_vector().numpy()
+            )
+        return reports
+
+    def ready(self) -> bool:
+        return True
+
+
+def start_hosts(
+    spec: WorkerSpec,
+    groups: Sequence[Sequence[int]],
+    shard_refs: Sequence[ray.ObjectRef],
+    cpus: float,
+    gpus: float,
+) -> list:
+    """Start one actor per group of logical workers; each gets only the shards it needs."""
+    actor_cls = ray.remote(WorkerHost).options(num_cpus=cpus, num_gpus=gpus, max_restarts=0)
+    hosts = []
+    for group in groups:
+        needed = sorted({j for w in group for j in spec.scheme.placement[w]})
+        hosts.append(actor_cls.remote(spec, list(group), {j: shard_refs[j] for j in needed}))
+    ray.get([h.ready.remote() for h in hosts])
+    return hosts

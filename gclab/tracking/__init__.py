@@ -1,0 +1,1 @@
+"""Local run artifacts (metrics.jsonl, summary.json, checkpoint.pt) and W&B logging."""

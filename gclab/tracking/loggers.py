@@ -1,0 +1,107 @@
+"""Experiment trackers: Weights & Biases, or none. The app talks to this interface only."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gclab.errors import ConfigError
+from gclab.schemas import register
+
+log = logging.getLogger(__name__)
+
+
+class Logger:
+    """No-op tracker (``logger=none``); also the interface :class:`WandbLogger` fills in."""
+
+    def start(self, config: dict[str, Any], run_dir: Path, name: str, group: str | None) -> None:
+        """Open a run that records ``config``; files go under ``run_dir``."""
+
+    def log(self, record: dict[str, Any]) -> None:
+        """Log one metrics record (a round or an evaluation)."""
+
+    def finish(self, summary: dict[str, Any], failed: bool = False) -> None:
+        """Close the run with its summary; called even when the job fails."""
+
+
+@register("logger", "none")
+@dataclass
+class NoneLoggerConfig:
+    _target_: str = "gclab.tracking.loggers.Logger"
+
+
+@register("logger", "wandb")
+@dataclass
+class WandbLoggerConfig:
+    _target_: str = "gclab.tracking.loggers.WandbLogger"
+    project: str = "gclab"
+    entity: str | None = None
+    mode: str = "auto"
+    tags: list[str] = field(default_factory=list)
+
+
+MODES = ("auto", "online", "offline", "disabled")
+
+
+class WandbLogger(Logger):
+    """Logs to W&B; ``mode=auto`` is online when an API key is configured, else offline.
+
+    The API key comes only from the environment or ``wandb login``, never the config.
+    """
+
+    def __init__(
+        self,
+        project: str = "gclab",
+        entity: str | None = None,
+        mode: str = "auto",
+        tags: list[str] | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"logger.mode={mode!r} is invalid: use one of {', '.join(MODES)}.")
+        self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags or [])
+        self.run = None
+
+    def _resolve_mode(self) -> str:
+        if self.mode != "auto":
+            return self.mode
+        if os.environ.get("WANDB_MODE"):
+            return os.environ["WANDB_MODE"]
+        import wandb
+
+        return "online" if wandb.api.api_key else "offline"
+
+    def start(self, config: dict[str, Any], run_dir: Path, name: str, group: str | None) -> None:
+        import wandb
+
+        mode = self._resolve_mode()
+        self.run = wandb.init(
+            project=self.project,
+            entity=self.entity,
+            mode=mode,
+            dir=str(run_dir),
+            name=name,
+            group=group,
+            tags=self.tags,
+            config=config,
+            reinit="create_new",
+        )
+        # every metric is charted against `round` by default; virtual_time and
+        # wall_time are logged alongside so charts can switch their x-axis to them
+        self.run.define_metric("round")
+        self.run.define_metric("*", step_metric="round")
+        log.info("W&B run %s (%s mode) in %s", self.run.name, mode, run_dir)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.log(record)
+
+    def finish(self, summary: dict[str, Any], failed: bool = False) -> None:
+        if self.run is None:
+            return
+        for key, value in summary.items():
+            self.run.summary[key] = value
+        self.run.finish(exit_code=1 if failed else 0)
+        self.run = None

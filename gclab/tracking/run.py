@@ -1,0 +1,126 @@
+"""One training run's records: metrics.jsonl, the tracker, summary.json and the checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gclab.tracking.artifacts import MetricsFile, save_checkpoint, write_summary
+from gclab.tracking.loggers import Logger
+
+
+class RunRecorder:
+    """Accumulates clocks and counters and writes every record to the file and the tracker."""
+
+    def __init__(
+        self, run_dir: Path, logger: Logger, target_accuracy: float | None, extra: dict[str, Any]
+    ) -> None:
+        self.run_dir = run_dir
+        self.logger = logger
+        self.metrics = MetricsFile(run_dir / "metrics.jsonl")
+        self.target_accuracy = target_accuracy
+        self.extra = extra  # scheme description etc., copied into the summary
+        self.virtual_time = 0.0
+        self.wall_time = 0.0
+        self.decode_ms: list[float] = []
+        self.waits = 0
+        self.retransmissions = 0
+        self.jobs = 0
+        self.last_eval: dict[str, float] = {}
+        self.time_to_target: float | None = None
+
+    def _emit(self, record: dict[str, Any]) -> dict[str, Any]:
+        self.metrics.write(record)
+        self.logger.log(record)
+        return record
+
+    def round(
+        self,
+        r: int,
+        outcome: Any,
+        applied: list[int],
+        decode_ms: float,
+        train_loss: float,
+        wall_seconds: float,
+    ) -> dict[str, Any]:
+        """Record round ``r`` from the protocol's outcome and the decoded/applied jobs."""
+        self.virtual_time += outcome.duration
+        self.wall_time += wall_seconds
+        self.waits += int(outcome.waited)
+        self.retransmissions += outcome.retransmissions
+        self.jobs += len(applied)
+        if applied:
+            self.decode_ms.append(decode_ms)
+        return self._emit(
+            {
+                "kind": "round",
+                "round": r,
+                "jobs_decoded": len(applied),
+                "virtual_time": self.virtual_time,
+                "wall_time": self.wall_time,
+                "round_time": outcome.duration,
+                "erasures": int(np.count_nonzero(outcome.erased)),
+                "lost": int(np.count_nonzero(outcome.lost)),
+                "late": int(np.count_nonzero(outcome.late)),
+                "retransmissions": outcome.retransmissions,
+                "waited": bool(outcome.waited),
+                "decode_ms": decode_ms,
+                "train_loss": train_loss,
+            }
+        )
+
+    def evaluation(self, r: int, accuracy: float, loss: float) -> None:
+        if (
+            self.target_accuracy is not None
+            and self.time_to_target is None
+            and accuracy >= self.target_accuracy
+        ):
+            self.time_to_target = self.virtual_time
+        self.last_eval = {"test_accuracy": accuracy, "test_loss": loss}
+        self._emit(
+            {
+                "kind": "eval",
+                "round": r,
+                "virtual_time": self.virtual_time,
+                "wall_time": self.wall_time,
+                **self.last_eval,
+            }
+        )
+
+    def checkpoint(self, r: int, server: Any) -> None:
+        save_checkpoint(
+            self.run_dir / "checkpoint.pt",
+            {
+                "model": server.flat.model.state_dict(),
+                "optimizer": server.optimizer.state_dict(),
+                "scheduler": server.scheduler.state_dict() if server.scheduler else None,
+                "round": r,
+                "next_job": server.next_job,
+            },
+        )
+
+    def summary(self) -> dict[str, Any]:
+        decode = np.asarray(self.decode_ms) if self.decode_ms else np.asarray([np.nan])
+        summary = {
+            **self.extra,
+            "test_accuracy": self.last_eval.get("test_accuracy"),
+            "test_loss": self.last_eval.get("test_loss"),
+            "target_accuracy": self.target_accuracy,
+            "time_to_target": self.time_to_target,
+            "total_virtual_time": self.virtual_time,
+            "total_wall_time": self.wall_time,
+            "jobs": self.jobs,
+            "decode_ms_mean": float(np.mean(decode)),
+            "decode_ms_p95": float(np.percentile(decode, 95)),
+            "waits": self.waits,
+            "retransmissions": self.retransmissions,
+        }
+        write_summary(self.run_dir / "summary.json", summary)
+        return summary
+
+    def close(self, summary: dict[str, Any] | None, failed: bool) -> None:
+        """Close the metrics file and the tracker (runs even when training failed)."""
+        self.metrics.close()
+        self.logger.finish(summary or {}, failed=failed)
