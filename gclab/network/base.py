@@ -1,0 +1,86 @@
+"""The delay/loss model interface; the base class itself is the perfect network (``none``).
+
+A model answers three questions for a run with ``n`` workers and a seed: how much
+extra time each worker's packet takes in a round (:meth:`DelayModel.delays`), which
+first transmissions are lost (:meth:`DelayModel.lost`), and which retransmission
+attempts are lost (:meth:`DelayModel.relost`). Every answer is a pure function of its
+arguments (draws come from :mod:`gclab.network.draws`), so both engines see the same
+pattern for the same seed. Models are built by Hydra from ``conf/delay/<name>.yaml``
+and validate their parameters in ``__init__``, raising :class:`ConfigError`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gclab.errors import ConfigError
+from gclab.schemas import register
+
+
+@register("delay", "none")
+@dataclass
+class NoneConfig:
+    _target_: str = "gclab.network.base.DelayModel"
+
+
+class DelayModel:
+    """No extra delay and no loss. Subclasses override what they model."""
+
+    def check(self, n: int, rounds: int) -> None:
+        """Raise :class:`ConfigError` if the model cannot serve ``n`` workers for ``rounds``.
+
+        Engines call this before doing any work, so a trace that is too short fails
+        in one sentence instead of in the middle of a run.
+        """
+
+    def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
+        """Extra seconds ``[n]`` each worker's packet of ``round`` takes (``load``: scheme load)."""
+        return np.zeros(n)
+
+    def lost(self, round: int, n: int, seed: int) -> np.ndarray:
+        """Which workers' first transmission in ``round`` is lost, ``bool [n]``."""
+        return np.zeros(n, dtype=bool)
+
+    def relost(self, round: int, packet_round: int, attempts: int, n: int, seed: int) -> np.ndarray:
+        """Loss of retransmission attempts ``1..attempts`` in ``round``, ``bool [attempts, n]``.
+
+        Attempt ``a`` of worker ``w`` resends its packet of ``packet_round``. Prefix-stable
+        in ``attempts``: asking for more attempts repeats the earlier answers.
+        """
+        return np.zeros((attempts, n), dtype=bool)
+
+
+def probability(
+    name: str, value: float, *, positive: bool = False, below_one: bool = False
+) -> float:
+    """``value`` as a float in [0, 1] (optionally excluding 0 or 1), else :class:`ConfigError`."""
+    low = "(0" if positive else "[0"
+    high = "1)" if below_one else "1]"
+    v = number(name, value)
+    if v < 0 or v > 1 or (positive and v == 0) or (below_one and v == 1):
+        raise ConfigError(
+            f"delay.{name}={value!r} is invalid: it must be a probability in {low}, {high}."
+        )
+    return v
+
+
+def non_negative(name: str, value: float) -> float:
+    """``value`` as a finite float >= 0, else :class:`ConfigError`."""
+    v = number(name, value)
+    if v < 0:
+        raise ConfigError(f"delay.{name}={value!r} is invalid: it must be >= 0.")
+    return v
+
+
+def number(name: str, value: float) -> float:
+    """``value`` as a finite float, else :class:`ConfigError`."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v):
+        raise ConfigError(f"delay.{name}={value!r} is invalid: it must be a finite number.")
+    return v

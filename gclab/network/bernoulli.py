@@ -1,0 +1,31 @@
+"""``bernoulli``: every transmission is lost independently with probability ``p``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gclab.network import draws
+from gclab.network.base import DelayModel, probability
+from gclab.schemas import register
+
+
+@register("delay", "bernoulli")
+@dataclass
+class BernoulliConfig:
+    _target_: str = "gclab.network.bernoulli.Bernoulli"
+    p: float = 0.1
+
+
+class Bernoulli(DelayModel):
+    """I.i.d. packet loss, the packet-loss setting of the pipelined schemes (REFERENCE §5)."""
+
+    def __init__(self, p: float) -> None:
+        self.p = probability("p", p)
+
+    def lost(self, round: int, n: int, seed: int) -> np.ndarray:
+        return draws.uniform(seed, draws.LOSS, round, n) < self.p
+
+    def relost(self, round: int, packet_round: int, attempts: int, n: int, seed: int) -> np.ndarray:
+        return draws.attempts(seed, round, packet_round, (attempts, n)) < self.p

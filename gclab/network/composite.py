@@ -1,0 +1,68 @@
+"""``composite``: two models on one path, e.g. stragglers plus bursty packet loss.
+
+Both parts are ordinary ``conf/delay`` options (``delay@delay.compute=trace``,
+``delay@delay.loss=gilbert_elliott``): their delays add and a transmission is lost if
+either part loses it, like two independent stages in series. Each part draws from its
+own seed, derived from the run's seed and its slot, so two parts of the same kind are
+independent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from gclab.errors import ConfigError
+from gclab.network import draws
+from gclab.network.base import DelayModel
+from gclab.schemas import register
+
+
+@register("delay", "composite")
+@dataclass
+class CompositeConfig:
+    _target_: str = "gclab.network.composite.Composite"
+    compute: Any = None
+    loss: Any = None
+
+
+class Composite(DelayModel):
+    """``compute`` and ``loss`` combined: delays add, losses combine by OR."""
+
+    def __init__(self, compute: DelayModel, loss: DelayModel) -> None:
+        for slot, part in (("compute", compute), ("loss", loss)):
+            if not isinstance(part, DelayModel):
+                raise ConfigError(
+                    f"delay.{slot}={part!r} is invalid: "
+                    "it must be a delay model (a conf/delay option)."
+                )
+        self.parts = (compute, loss)
+
+    def check(self, n: int, rounds: int) -> None:
+        for part in self.parts:
+            part.check(n, rounds)
+
+    def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.delays(round, n, part_seed(seed, 0), load) + loss.delays(
+            round, n, part_seed(seed, 1), load
+        )
+
+    def lost(self, round: int, n: int, seed: int) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.lost(round, n, part_seed(seed, 0)) | loss.lost(round, n, part_seed(seed, 1))
+
+    def relost(self, round: int, packet_round: int, attempts: int, n: int, seed: int) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.relost(round, packet_round, attempts, n, part_seed(seed, 0)) | loss.relost(
+            round, packet_round, attempts, n, part_seed(seed, 1)
+        )
+
+
+@lru_cache(maxsize=256)
+def part_seed(seed: int, slot: int) -> int:
+    """The seed of part ``slot``: derived, so that the parts draw independently."""
+    return int(draws.generator(seed, slot).integers(2**63))

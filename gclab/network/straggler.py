@@ -1,0 +1,67 @@
+"""``straggler``: shifted-exponential extra compute delay per worker per round.
+
+Worker ``w`` is slowed by ``shift + Exp(mean)`` seconds in every round, independently
+(the classic straggler model of coded computation), and ``slow_workers`` workers chosen
+by the seed (fixed for the run) have that delay multiplied by ``slow_factor``: the
+persistent stragglers against which ignoring stragglers is biased. The delay does not
+depend on the scheme's load; engines add load-proportional compute time themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gclab.errors import ConfigError
+from gclab.network import draws
+from gclab.network.base import DelayModel, non_negative, number
+from gclab.schemas import register
+
+
+@register("delay", "straggler")
+@dataclass
+class StragglerConfig:
+    _target_: str = "gclab.network.straggler.Straggler"
+    shift: float = 0.0
+    mean: float = 1.0
+    slow_workers: int = 0
+    slow_factor: float = 5.0
+
+
+class Straggler(DelayModel):
+    """Extra delay ``shift + Exp(mean)`` seconds, times ``slow_factor`` on the slow workers."""
+
+    def __init__(
+        self, shift: float, mean: float, slow_workers: int = 0, slow_factor: float = 5.0
+    ) -> None:
+        self.shift = non_negative("shift", shift)
+        self.mean = non_negative("mean", mean)
+        if isinstance(slow_workers, bool) or not isinstance(slow_workers, (int, np.integer)):
+            raise ConfigError(
+                f"delay.slow_workers={slow_workers!r} is invalid: it must be an integer >= 0."
+            )
+        if slow_workers < 0:
+            raise ConfigError(f"delay.slow_workers={slow_workers!r} is invalid: it must be >= 0.")
+        self.slow_workers = int(slow_workers)
+        self.slow_factor = number("slow_factor", slow_factor)
+        if self.slow_factor < 1:
+            raise ConfigError(f"delay.slow_factor={slow_factor!r} is invalid: it must be >= 1.")
+
+    def check(self, n: int, rounds: int) -> None:
+        if self.slow_workers > n:
+            raise ConfigError(
+                f"delay.slow_workers={self.slow_workers} is invalid: the run has only {n} workers."
+            )
+
+    def slow(self, n: int, seed: int) -> np.ndarray:
+        """Which workers are persistently slow, ``bool [n]`` (fixed by the seed)."""
+        mask = np.zeros(n, dtype=bool)
+        mask[draws.generator(seed, draws.SLOW).permutation(n)[: self.slow_workers]] = True
+        return mask
+
+    def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
+        extra = self.shift + self.mean * draws.exponential(seed, draws.DELAY, round, n)
+        if self.slow_workers:
+            extra = np.where(self.slow(n, seed), extra * self.slow_factor, extra)
+        return extra

@@ -1,0 +1,126 @@
+"""``trace``: replay measured per-worker durations, rescaled to the scheme's load.
+
+A trace is an ``.npz`` with ``durations`` (float64, workers × rounds, seconds) and,
+optionally, ``load`` (the load it was recorded at; see ``../shared/traces/README.md``).
+Worker ``w`` in round ``r`` is delayed by
+
+    durations[w, r] + (L − base_load)·slope        (clipped at 0)
+
+where ``L`` is the scheme's load and ``base_load`` defaults to the trace's ``load``.
+Runs larger than the trace follow ``beyond``: ``wrap`` replays worker ``w`` as trace
+row ``w mod workers`` and round ``r`` as column ``r mod rounds``; ``error`` refuses
+(before the run starts, via :meth:`Trace.check`). Replay is deterministic: the seed
+does not enter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from gclab.errors import ConfigError
+from gclab.network.base import DelayModel, non_negative
+from gclab.schemas import register
+
+BEYOND = ("wrap", "error")
+
+
+@register("delay", "trace")
+@dataclass
+class TraceConfig:
+    _target_: str = "gclab.network.trace.Trace"
+    path: str | None = None
+    slope: float = 2.2
+    base_load: float | None = None
+    beyond: str = "wrap"
+
+
+class Trace(DelayModel):
+    """Trace replay; the file is loaded and checked when the model is built."""
+
+    def __init__(
+        self,
+        path: str | None,
+        slope: float = 2.2,
+        base_load: float | None = None,
+        beyond: str = "wrap",
+    ) -> None:
+        if path is None:
+            raise ConfigError("delay.path is missing: delay=trace needs the path of an .npz trace.")
+        self.path = Path(path).expanduser().resolve()
+        self.slope = non_negative("slope", slope)
+        if beyond not in BEYOND:
+            raise ConfigError(
+                f"delay.beyond={beyond!r} is invalid: it must be one of {', '.join(BEYOND)}."
+            )
+        self.beyond = beyond
+        self.durations, recorded = load_trace(self.path)
+        if base_load is None:
+            if recorded is None:
+                raise ConfigError(
+                    f"trace {self.path} has no 'load' entry: "
+                    "set delay.base_load to the load it was recorded at."
+                )
+            base_load = recorded
+        self.base_load = non_negative("base_load", base_load)
+
+    def check(self, n: int, rounds: int) -> None:
+        workers, length = self.durations.shape
+        if self.beyond == "error" and (n > workers or rounds > length):
+            raise ConfigError(
+                f"trace {self.path.name} has {workers} workers × {length} rounds but the run needs "
+                f"{n} × {rounds}: use a larger trace or delay.beyond=wrap."
+            )
+
+    def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
+        workers, length = self.durations.shape
+        if self.beyond == "error" and (n > workers or round >= length):
+            self.check(n, round + 1)
+        column = self.durations[np.arange(n) % workers, round % length]
+        return np.maximum(column + (load - self.base_load) * self.slope, 0.0)
+
+
+def load_trace(path: Path) -> tuple[np.ndarray, float | None]:
+    """``(durations, recorded load or None)`` from an ``.npz``, or :class:`ConfigError`."""
+    if not path.is_file():
+        raise ConfigError(
+            f"delay.path={str(path)!r} is not a file: give the path of an .npz trace."
+        )
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            entries = {key: data[key] for key in data.files}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"delay.path={str(path)!r} is not a readable .npz trace ({exc})."
+        ) from exc
+    if "durations" not in entries:
+        raise ConfigError(
+            f"trace {path.name} has keys {sorted(entries)} "
+            "but needs 'durations' (workers × rounds)."
+        )
+    durations = entries["durations"]
+    if durations.ndim != 2 or 0 in durations.shape or not _real(durations):
+        raise ConfigError(
+            f"trace {path.name}: 'durations' has shape {durations.shape} and dtype "
+            f"{durations.dtype} but must be a non-empty numeric workers × rounds array."
+        )
+    durations = durations.astype(np.float64)
+    if not np.all(np.isfinite(durations)) or np.any(durations < 0):
+        raise ConfigError(
+            f"trace {path.name}: 'durations' must be finite and >= 0 "
+            "(found NaN, inf or a negative)."
+        )
+    recorded = None
+    if "load" in entries:
+        load = entries["load"]
+        if load.shape != () or not _real(load) or not np.isfinite(load):
+            raise ConfigError(f"trace {path.name}: 'load' must be a finite number, not {load!r}.")
+        recorded = float(load)
+    durations.setflags(write=False)
+    return durations, recorded
+
+
+def _real(array: np.ndarray) -> bool:
+    return np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
