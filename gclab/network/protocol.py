@@ -152,8 +152,8 @@ class RoundProtocol:
         close = self._close(arrival, lost)
         delivered = ~lost & (arrival <= close)
         order = np.argsort(arrival, kind="stable")
-        for w in order[delivered[order]]:
-            decoder.receive(round, int(w), payload(round, int(w)))
+        for w in order[delivered[order]].tolist():
+            decoder.receive(round, w, payload(round, w))
         ready = decoder.decodable()
         due = round - decoder.scheme.T
         end, recovered, sent, waited = close, [], 0, False

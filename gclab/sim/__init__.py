@@ -1,0 +1,7 @@
+"""Trace-driven simulator: schemes and the round protocol without gradients.
+
+:func:`~gclab.sim.engine.simulate` runs jobs through a scheme's symbolic decoder and
+the same :class:`~gclab.network.RoundProtocol` the runtime uses;
+:mod:`gclab.sim.search` evaluates a scheme's parameter grid; ``python -m gclab.sim`` is
+the Hydra app around both.
+"""

@@ -1,0 +1,46 @@
+"""The simulator's config schema (``conf/sim.yaml`` extends it) and where configs live.
+
+The simulator composes the same ``scheme`` and ``delay`` groups as training, but not
+the ``cluster`` group (that builds Ray): it only needs ``cluster.workers``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING
+
+import gclab
+from gclab.network import NetworkConfig
+
+#: The YAML tree, absolute so that ``python -m gclab.sim`` works from any directory.
+#: (``gclab.config.CONF_DIR`` is the same path, but importing it pulls in torch and Ray.)
+CONF_DIR = Path(gclab.__file__).resolve().parent.parent / "conf"
+
+
+@dataclass
+class SimOptions:
+    jobs: int = 100  # J: jobs to simulate (the run has J + T rounds)
+    search: bool = False  # evaluate the scheme's whole parameter grid (gclab/sim/search.py)
+    unit_time: float = 0.0  # compute seconds per unit load added to every worker's delay
+
+
+@dataclass
+class SimCluster:
+    workers: int = 8  # n: logical workers the scheme codes for
+
+
+@dataclass
+class SimConfig:
+    seed: int = 0
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    cluster: SimCluster = field(default_factory=SimCluster)
+    sim: SimOptions = field(default_factory=SimOptions)
+    scheme: Any = MISSING
+    delay: Any = MISSING
+
+
+ConfigStore.instance().store(name="sim_schema", node=SimConfig)

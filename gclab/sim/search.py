@@ -1,0 +1,86 @@
+"""Parameter search: simulate every setting of a scheme's grid and rank them by time.
+
+As in the SGC papers (REFERENCE.md §6), a scheme's parameters are chosen by simulated
+runtime on a delay trace. Grids are keyed by the scheme's ``name``; each maps the
+number of workers ``n`` to the list of parameter overrides to try:
+
+* ``uncoded``: nothing to choose;
+* ``classic_cr``, ``ignore_stragglers``: every ``s`` in ``1..n−1``;
+* ``classic_fr``: every ``s`` in ``1..n−1`` with ``(s+1) | n`` (FR needs it).
+
+A new scheme joins the search by adding its grid here (e.g. SR-SGC's ``(B, W, λ)`` and
+M-SGC's per REFERENCE.md §6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.utils import get_class, instantiate
+from omegaconf import DictConfig
+
+from gclab.errors import ConfigError
+from gclab.network import DelayModel, NetworkConfig
+from gclab.sim.engine import SimResult, simulate
+
+Params = dict[str, Any]
+
+
+def _every_s(n: int) -> list[Params]:
+    return [{"s": s} for s in range(1, n)]
+
+
+def _fr_s(n: int) -> list[Params]:
+    return [{"s": s} for s in range(1, n) if n % (s + 1) == 0]
+
+
+GRIDS: dict[str, Callable[[int], list[Params]]] = {
+    "uncoded": lambda n: [{}],
+    "classic_cr": _every_s,
+    "classic_fr": _fr_s,
+    "ignore_stragglers": _every_s,
+}
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One grid point and how it ran."""
+
+    params: Params
+    result: SimResult
+
+    def record(self) -> dict[str, object]:
+        return {"params": self.params, **self.result.summary()}
+
+
+def grid(scheme: DictConfig, n: int) -> list[Params]:
+    """The parameter settings to try for the scheme configured by ``scheme``."""
+    name = get_class(scheme._target_).name
+    if name not in GRIDS:
+        raise ConfigError(
+            f"sim.search=true has no parameter grid for scheme {name!r}: "
+            f"grids exist for {', '.join(sorted(GRIDS))}."
+        )
+    return GRIDS[name](n)
+
+
+def search(
+    scheme: DictConfig,
+    n: int,
+    delay: DelayModel,
+    network: NetworkConfig,
+    jobs: int,
+    seed: int,
+    unit_time: float = 0.0,
+) -> list[Trial]:
+    """Simulate every grid setting (same seed, so the same delays); fastest first."""
+    trials = [
+        Trial(
+            params,
+            simulate(instantiate(scheme, n=n, **params), delay, network, jobs, seed, unit_time),
+        )
+        for params in grid(scheme, n)
+    ]
+    return sorted(trials, key=lambda t: t.result.total_time)
