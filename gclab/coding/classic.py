@@ -1,0 +1,145 @@
+"""Classic gradient coding (Tandon et al., REFERENCE.md §2) and the ignore-stragglers baseline.
+
+* ``ignore_stragglers``: sum the first ``n - s`` arrivals, rescaled (approximate).
+* ``classic_fr``: fractional repetition, groups of ``s + 1`` (block form), 0/1 decoding.
+* ``classic_cr``: cyclic repetition, worker ``w`` holds ``w .. w+s``. The default
+  construction is the real evaluation-point code of :mod:`gclab.coding.evaluation` (the
+  ``m = 1`` case of CCE-GC: closed-form weights, strided nodes, per-row scaling), because
+  Tandon's random ``H`` loses up to 3e-3 relative accuracy with float32 payloads at
+  ``n = 256`` (REFERENCE.md §3). ``construction=tandon`` keeps Algorithm 1 with a seeded
+  Gaussian ``H`` and least-squares decoding, as the baseline the benchmarks compare with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gclab.coding import params
+from gclab.coding.base import LinearScheme
+from gclab.coding.evaluation import EvaluationCode, strided_nodes
+from gclab.coding.fractional import FractionalScheme
+from gclab.errors import ConfigError
+from gclab.schemas import register
+
+
+@register("scheme", "ignore_stragglers")
+@dataclass
+class IgnoreStragglersConfig:
+    _target_: str = "gclab.coding.classic.IgnoreStragglers"
+    s: int = 1
+
+
+class IgnoreStragglers(LinearScheme):
+    """Uncoded placement; the gradient is estimated from the first ``n - s`` arrivals.
+
+    Biased when the same workers keep straggling, hence ``exact = False`` (no residual
+    check); the estimate depends on which packets came first, hence ``order_matters``.
+    """
+
+    name = "ignore_stragglers"
+    exact = False
+    order_matters = True
+
+    def __init__(self, n: int, s: int = 1) -> None:
+        self._check_workers(n)
+        self._init_linear(n, params.stragglers(n, s), np.eye(n))
+
+    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
+        used = self.n - self.s
+        if len(survivors) < used:
+            return None
+        weights = np.zeros((1, len(survivors)))
+        weights[0, :used] = self.n / used
+        return weights
+
+
+@register("scheme", "classic_fr")
+@dataclass
+class ClassicFRConfig:
+    _target_: str = "gclab.coding.classic.ClassicFR"
+    s: int = 1
+
+
+class ClassicFR(FractionalScheme):
+    """Fractional repetition: decodes whenever every group of ``s + 1`` has a survivor."""
+
+    name = "classic_fr"
+
+    def __init__(self, n: int, s: int = 1) -> None:
+        self._check_workers(n)
+        s = params.stragglers(n, s)
+        divisors = [v for v in range(n) if n % (v + 1) == 0]
+        params.require(
+            n % (s + 1) == 0, f"scheme.s={s}", "(s+1) | n", f"n={n}", f"s for n={n}", divisors
+        )
+        self._init_groups(n, s, 1)
+
+
+@register("scheme", "classic_cr")
+@dataclass
+class ClassicCRConfig:
+    _target_: str = "gclab.coding.classic.ClassicCR"
+    s: int = 1
+    construction: str = "nodes"
+    seed: int = 0
+
+
+#: ``classic_cr`` constructions: real evaluation nodes (default) or Tandon's random H.
+CONSTRUCTIONS = ("nodes", "tandon")
+
+
+class ClassicCR(LinearScheme):
+    """Cyclic repetition: any ``n - s`` packets decode, fewer never do.
+
+    ``seed`` only matters for ``construction=tandon`` (the draw of ``H``).
+    """
+
+    name = "classic_cr"
+
+    def __init__(self, n: int, s: int = 1, construction: str = "nodes", seed: int = 0) -> None:
+        self._check_workers(n)
+        s = params.stragglers(n, s)
+        if construction not in CONSTRUCTIONS:
+            raise ConfigError(
+                f"scheme.construction={construction!r} is not a classic_cr construction; "
+                f"valid: {', '.join(CONSTRUCTIONS)}."
+            )
+        self.construction = construction
+        self.code: EvaluationCode | None = None
+        if construction == "nodes":
+            self.code = EvaluationCode(np.asarray(strided_nodes(n, s, 1)), s, 1)
+            encoding = self.code.encoding
+        else:
+            encoding = tandon_encoding(random_h(n, s, params.integer("seed", seed)))
+        self._init_linear(n, s, encoding)
+
+    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
+        if self.code is None:  # Tandon: least squares over every received packet
+            return super().decoding_weights(survivors)
+        return self.code.weights(survivors)
+
+    def describe(self) -> str:
+        return f"{self.name}(n={self.n}, s={self.s}, {self.construction})"
+
+
+def random_h(n: int, s: int, seed: int) -> np.ndarray:
+    """Tandon's ``H``: Gaussian ``s×n`` with the last column making ``H·1 = 0``."""
+    h = np.random.default_rng(seed).standard_normal((s, n))
+    h[:, -1] = -h[:, :-1].sum(axis=1)
+    return h
+
+
+def tandon_encoding(h: np.ndarray) -> np.ndarray:
+    """Algorithm 1 (``getB``): row ``w`` is the vector of ``null(H)`` supported on ``w..w+s``.
+
+    ``B[w, w] = 1`` and ``B[w, S_w∖w] = -H[:, S_w∖w]⁻¹ H[:, w]``.
+    """
+    s, n = h.shape
+    encoding = np.eye(n)
+    for w in range(n):
+        others = [(w + i) % n for i in range(1, s + 1)]
+        if others:
+            encoding[w, others] = -np.linalg.solve(h[:, others], h[:, w])
+    return encoding

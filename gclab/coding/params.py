@@ -1,0 +1,47 @@
+"""Parameter checks shared by the schemes: one ConfigError sentence per failure.
+
+Every message names the bad value, the constraint that failed and nearby valid values,
+so a user fixing ``scheme.s=...`` on the command line knows what to type next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from gclab.errors import ConfigError
+
+
+def _values(valid: Iterable[int]) -> str:
+    """``0, 1, 3, 7`` for short lists, ``0..63`` for long contiguous runs."""
+    values = list(valid)
+    if not values:
+        return "none"
+    if len(values) > 8 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}..{values[-1]}"
+    shown = ", ".join(str(v) for v in values[:12])
+    return shown + (", ..." if len(values) > 12 else "")
+
+
+def integer(name: str, value: object) -> int:
+    """``value`` as an int, or a ConfigError naming ``scheme.<name>``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ConfigError(f"scheme.{name}={value!r} is invalid: it must be an integer.")
+    return int(value)
+
+
+def require(
+    ok: bool, bad: str, constraint: str, context: str, label: str, valid: Iterable[int]
+) -> None:
+    """Raise ``"<bad> needs <constraint> but <context>; valid <label>: <valid>."`` unless ok."""
+    if not ok:
+        listed = _values(valid)
+        raise ConfigError(f"{bad} needs {constraint} but {context}; valid {label}: {listed}.")
+
+
+def stragglers(n: int, s: object) -> int:
+    """``scheme.s`` checked as an integer with ``0 <= s < n``."""
+    s = integer("s", s)
+    require(0 <= s < n, f"scheme.s={s}", "0 <= s < n", f"n={n}", f"s for n={n}", range(n))
+    return s
