@@ -1,0 +1,74 @@
+"""Shared helpers: enumerate scheme configurations and drive them through the contract."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from gclab.coding.base import LinearScheme, Task
+from gclab.coding.cce import CCECR, CCEFR
+from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
+from gclab.coding.uncoded import Uncoded
+
+
+def schemes(n: int) -> Iterator[LinearScheme]:
+    """Every valid built-in scheme configuration for ``n`` workers."""
+    yield Uncoded(n)
+    for s in range(n):
+        yield IgnoreStragglers(n, s)
+        yield ClassicCR(n, s)
+        yield ClassicCR(n, s, construction="tandon", seed=1)
+        if n % (s + 1) == 0:
+            yield ClassicFR(n, s)
+        for m in range(1, n - s + 1):
+            yield CCECR(n, s, m)
+            if n % (s + m) == 0:
+                yield CCEFR(n, s, m)
+
+
+def partials(scheme: LinearScheme, length: int, seed: int = 0) -> np.ndarray:
+    """One float64 partial gradient per part, ``[k, length]``."""
+    return np.random.default_rng(seed).standard_normal((len(scheme.parts), length))
+
+
+def packets(scheme: LinearScheme, grads: np.ndarray, round: int = 0) -> list[np.ndarray]:
+    """Every worker's packet for ``round``, encoded from the tasks the plan gives it."""
+    plan = scheme.decoder(grads.shape[1]).plan(round)
+    out = []
+    for w in range(scheme.n):
+        assert all(task.job == round for task in plan[w])
+        mine: dict[Task, np.ndarray] = {task: grads[task.part] for task in plan[w]}
+        out.append(scheme.encoder(w).encode(round, mine))
+    return out
+
+
+def decode(
+    scheme: LinearScheme,
+    sent: Sequence[np.ndarray],
+    arrivals: Sequence[int],
+    grad_size: int,
+    round: int = 0,
+) -> np.ndarray | None:
+    """Feed ``arrivals`` (in order) to a fresh decoder; the decoded sum or None."""
+    decoder = scheme.decoder(grad_size)
+    for w in arrivals:
+        decoder.receive(round, w, sent[w])
+    if round not in decoder.decodable():
+        return None
+    return decoder.decode(round)
+
+
+def decodable_in_principle(scheme: LinearScheme, survivors: Sequence[int]) -> bool:
+    """Ground truth, independent of the scheme's weights: is every stream sum in the span?"""
+    if not survivors:
+        return False
+    e = scheme.encoding[list(survivors)]  # [F, k, m]
+    system = e.transpose(1, 2, 0).reshape(-1, len(survivors))
+    target = np.tile(np.eye(scheme.m), (e.shape[1], 1))
+    solution = np.linalg.lstsq(system, target, rcond=None)[0]
+    return bool(np.abs(system @ solution - target).max() < 1e-9)
+
+
+def relative_error(got: np.ndarray, want: np.ndarray) -> float:
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))

@@ -1,0 +1,116 @@
+"""REFERENCE.md §9 vectors 5–6 (CCE-GC) and CCE properties."""
+
+from __future__ import annotations
+
+from fractions import Fraction as Q
+
+import numpy as np
+import pytest
+from coding_helpers import decode, packets, partials, relative_error
+
+from gclab.coding.cce import CCECR, CCEFR
+from gclab.coding.evaluation import EvaluationCode, strided_nodes
+from gclab.errors import ConfigError
+
+#: §4 worker rows for n=4, s=1, m=2, θ = 0..3: coefficients of (g_j^1, g_j^2), j = 0..3.
+ROWS = np.array([
+    [-1, -1, -2, -4, -3, -9, 0, 0],
+    [0, 0, -1, -3, -2, -8, 1, 1],
+    [1, 3, 0, 0, -1, -5, 2, 4],
+    [2, 8, 1, 5, 0, 0, 3, 9],
+], dtype=float)  # fmt: skip
+#: §4 decode rows (survivors ascending) per straggler: (row for g¹, row for g²).
+DECODE = {
+    3: ([Q(-3, 2), 2, Q(-1, 2)], [Q(1, 2), -1, Q(1, 2)]),
+    0: ([Q(-5, 2), 4, Q(-3, 2)], [Q(1, 2), -1, Q(1, 2)]),
+    1: ([Q(-5, 6), Q(3, 2), Q(-2, 3)], [Q(1, 6), Q(-1, 2), Q(1, 3)]),
+    2: ([Q(-4, 3), Q(3, 2), Q(-1, 6)], [Q(1, 3), Q(-1, 2), Q(1, 6)]),
+}
+
+
+def test_vector_5_cce_cr_reference_nodes() -> None:
+    code = EvaluationCode(np.arange(4.0), 1, 2)
+    ours = code.encoding.reshape(4, -1)
+    first = [np.flatnonzero(ours[w])[0] for w in range(4)]
+    scale = np.array([ROWS[w, i] / ours[w, i] for w, i in enumerate(first)])
+    np.testing.assert_allclose(ours * scale[:, None], ROWS, atol=1e-12)  # rows up to scale
+    g = np.array([[1, 2], [3, 4], [5, 6], [7, 8]], dtype=float)
+    f = ROWS @ g.reshape(-1)
+    np.testing.assert_allclose(f, [-94, -58, 18, 134])
+    for straggler, (row1, row2) in DECODE.items():
+        survivors = tuple(w for w in range(4) if w != straggler)
+        weights = code.weights(survivors) / scale[list(survivors)]  # weights for ROWS
+        np.testing.assert_allclose(weights, np.array([row1, row2], dtype=float), atol=1e-12)
+        np.testing.assert_allclose(weights @ f[list(survivors)], [16, 20], atol=1e-12)
+
+
+def test_vector_5_top_coefficients_are_unit_vectors() -> None:
+    """p_j^(u) has degree n-d+u-1 and its coefficients at n-d..K-1 form e_u (via interpolation)."""
+    code = EvaluationCode(np.arange(4.0), 1, 2)
+    raw = code.encoding * (code.row_scale * np.array([-6.0, 2, -2, 6]))[:, None, None]
+    for j in range(4):
+        holders = [(j - i) % 4 for i in range(3)]
+        for u in range(2):
+            coefficients = np.polyfit(np.arange(4.0)[holders], raw[holders, j, u], 2)[::-1]
+            np.testing.assert_allclose(coefficients[1:], np.eye(2)[u], atol=1e-12)
+
+
+def test_vector_6_cce_fr_groups() -> None:
+    scheme = CCEFR(6, 1, 2)
+    np.testing.assert_allclose(scheme.generator, [[1, 0], [0, 1], [1, 1]])
+    grads = partials(scheme, 8)
+    sent = packets(scheme, grads)
+    for straggler in range(6):
+        got = decode(scheme, sent, [w for w in range(6) if w != straggler], 8)
+        assert relative_error(got, grads.sum(axis=0)) < 1e-12
+    used, weights = scheme.checked_weights((1, 2, 3, 4, 5))
+    stream1 = dict(zip(used, weights[0]))
+    assert stream1[1] == -1 and stream1[2] == 1  # W0 out: h¹ = f2 - f1
+
+
+def test_packet_is_a_fraction_and_load() -> None:
+    scheme = CCECR(12, 2, 3)
+    assert scheme.packet_fraction == pytest.approx(1 / 3)
+    assert scheme.load == pytest.approx(5 / 12)
+    grads = partials(scheme, 10)  # not a multiple of m: padded streams
+    sent = packets(scheme, grads)
+    assert sent[0].size == 4
+    got = decode(scheme, sent, list(range(2, 12)), 10)
+    assert relative_error(got, grads.sum(axis=0)) < 1e-12
+
+
+def test_strided_nodes_are_distinct_and_deterministic() -> None:
+    nodes = strided_nodes(64, 7, 2)
+    assert len(set(nodes)) == 64 and max(map(abs, nodes)) <= 1.0
+    strided_nodes.cache_clear()
+    assert strided_nodes(64, 7, 2) == nodes
+
+
+@pytest.mark.parametrize(("cls", "n", "s"), [(CCECR, 64, 7), (CCECR, 256, 15)])
+def test_float32_payload_accuracy(cls, n: int, s: int) -> None:
+    """Stability regression (§9.11): real strided nodes keep float32 decodes accurate."""
+    scheme = cls(n, s, 1)
+    grads = partials(scheme, 64).astype(np.float32)
+    sent = packets(scheme, grads)
+    rng = np.random.default_rng(5)
+    for start in (0, n // 3):
+        survivors = [w for w in range(n) if (w - start) % n >= s]
+        got = decode(scheme, sent, rng.permutation(survivors).tolist(), 64)
+        assert relative_error(got, grads.astype(np.float64).sum(axis=0)) < 1e-4
+
+
+@pytest.mark.parametrize(
+    ("make", "fragments"),
+    [
+        (lambda: CCECR(8, 3, 6), ["scheme.s=3, scheme.m=6", "s + m <= n", "n=8", "1, 2, 3, 4, 5"]),
+        (lambda: CCECR(8, 1, 0), ["scheme.m=0", "m >= 1"]),
+        (lambda: CCECR(8, -2, 1), ["scheme.s=-2", "s >= 0"]),
+        (lambda: CCEFR(8, 1, 2), ["scheme.s=1, scheme.m=2", "(s+m) | n", "n=8", "1, 3, 7"]),
+        (lambda: CCEFR(8, 1, 2.0), ["scheme.m=2.0", "integer"]),
+    ],
+)
+def test_bad_parameters_explain_themselves(make, fragments: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        make()
+    for fragment in fragments:
+        assert fragment in str(info.value)
