@@ -35,8 +35,12 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate(cfg.delay)
     check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time)
-    if cfg.sim.search:
+    if cfg.sim.search and cfg.sim.grid is None:
         grid(cfg.scheme, scheme.n)
+    elif cfg.sim.grid is not None and not cfg.sim.grid:
+        raise ConfigError(
+            "sim.grid=[] is invalid: give at least one setting, or null for the full grid."
+        )
     return scheme, delay, network
 
 
@@ -76,16 +80,17 @@ def report(result: SimResult, out: Path, trials: list[Trial] | None = None) -> N
 def main(cfg: DictConfig) -> None:
     try:
         scheme, delay, network = prepare(cfg)
+        out = Path(HydraConfig.get().runtime.output_dir)
+        args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
+        if cfg.sim.search:
+            settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
+            trials = search(cfg.scheme, scheme.n, *args, settings=settings)
+            report(trials[0].result, out, trials)
+        else:
+            report(simulate(scheme, *args), out)
     except (ConfigError, InstantiationException, TypeError) as exc:
         print(f"gclab.sim: {reason(exc)}", file=sys.stderr)
         sys.exit(2)
-    out = Path(HydraConfig.get().runtime.output_dir)
-    args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
-    if cfg.sim.search:
-        trials = search(cfg.scheme, scheme.n, *args)
-        report(trials[0].result, out, trials)
-    else:
-        report(simulate(scheme, *args), out)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ class SimOptions:
     jobs: int = 100  # J: jobs to simulate (the run has J + T rounds)
     search: bool = False  # evaluate the scheme's whole parameter grid (gclab/sim/search.py)
     unit_time: float = 0.0  # compute seconds per unit load added to every worker's delay
+    grid: list[dict[str, Any]] | None = None  # with search: these settings, not the full grid
 
 
 @dataclass

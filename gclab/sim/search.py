@@ -8,8 +8,10 @@ number of workers ``n`` to the list of parameter overrides to try:
 * ``classic_cr``, ``ignore_stragglers``: every ``s`` in ``1..n−1``;
 * ``classic_fr``: every ``s`` in ``1..n−1`` with ``(s+1) | n`` (FR needs it).
 
-A new scheme joins the search by adding its grid here (e.g. SR-SGC's ``(B, W, λ)`` and
-M-SGC's per REFERENCE.md §6).
+``sim.grid`` (a list of parameter dicts, e.g. ``'sim.grid=[{s:7},{s:15}]'``) searches a
+chosen subset instead: building a scheme can cost more than simulating it (see
+docs/simulator.md). A new scheme joins the search by adding its grid here (e.g.
+SR-SGC's and M-SGC's ``(B, W, λ)`` per REFERENCE.md §6).
 """
 
 from __future__ import annotations
@@ -74,13 +76,17 @@ def search(
     jobs: int,
     seed: int,
     unit_time: float = 0.0,
+    settings: list[Params] | None = None,
 ) -> list[Trial]:
-    """Simulate every grid setting (same seed, so the same delays); fastest first."""
+    """Simulate every setting (same seed, so the same delays); fastest first.
+
+    ``settings`` (``sim.grid``) replaces the scheme's full grid by a chosen subset.
+    """
     trials = [
         Trial(
             params,
             simulate(instantiate(scheme, n=n, **params), delay, network, jobs, seed, unit_time),
         )
-        for params in grid(scheme, n)
+        for params in (grid(scheme, n) if settings is None else settings)
     ]
     return sorted(trials, key=lambda t: t.result.total_time)

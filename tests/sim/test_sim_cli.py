@@ -1,0 +1,105 @@
+"""``python -m gclab.sim`` end to end, as a user runs it (subprocess, any directory)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gclab.coding.uncoded import Uncoded
+from gclab.network import NetworkConfig
+from gclab.network.bernoulli import Bernoulli
+from gclab.sim.engine import simulate
+
+pytestmark = pytest.mark.slow
+
+
+def sim(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gclab.sim", f"hydra.run.dir={out}", *overrides],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc, out
+
+
+def test_run_writes_summary_and_rounds(tmp_path: Path) -> None:
+    overrides = ("cluster.workers=8", "sim.jobs=40", "delay=bernoulli", "delay.p=0.1", "seed=5")
+    proc, out = sim(tmp_path, *overrides, "network.policy=all")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    expected = simulate(Uncoded(8), Bernoulli(0.1), NetworkConfig(policy="all"), 40, 5).summary()
+    assert {k: summary[k] for k in expected} == expected
+    assert {"total_time", "waits", "retransmissions", "load", "jobs"} <= summary.keys()
+    assert len((out / summary["rounds_file"]).read_text().splitlines()) == 41
+    assert "uncoded(n=8, s=0, T=0): 40 jobs" in proc.stdout
+
+
+def test_trace_run_from_another_directory(tmp_path: Path) -> None:
+    np.savez(tmp_path / "t.npz", durations=np.full((4, 3), 2.0), load=0.0)
+    proc, out = sim(
+        tmp_path,
+        "cluster.workers=4",
+        "sim.jobs=6",
+        "delay=trace",
+        "delay.path=t.npz",
+        "delay.slope=4",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["total_time"] == pytest.approx(6 * 3.0)
+
+
+def test_search_writes_every_grid_point(tmp_path: Path) -> None:
+    proc, out = sim(tmp_path, "cluster.workers=4", "sim.jobs=5", "sim.search=true")
+    assert proc.returncode == 0, proc.stderr
+    trials = json.loads((out / "search.json").read_text())
+    assert [t["params"] for t in trials] == [{}]
+    assert json.loads((out / "summary.json").read_text())["params"] == {}
+    assert "best: {}" in proc.stdout
+
+
+def test_search_over_a_chosen_subset(tmp_path: Path) -> None:
+    proc, out = sim(
+        tmp_path,
+        "scheme=classic_fr",
+        "cluster.workers=8",
+        "sim.jobs=20",
+        "sim.search=true",
+        "sim.grid=[{s:1},{s:3}]",
+        "delay=straggler",
+    )
+    assert proc.returncode == 0, proc.stderr
+    trials = json.loads((out / "search.json").read_text())
+    assert sorted(t["params"]["s"] for t in trials) == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (("delay=bernoulli", "delay.p=1.5"), "delay.p=1.5 is invalid: it must be a probability"),
+        (("delay=trace",), "delay.path is missing"),
+        (("network.mu=-1",), "network.mu=-1.0 is invalid"),
+        (("cluster.workers=0",), "cluster.workers=0 is invalid"),
+        (("sim.jobs=0",), "sim.jobs=0 is invalid"),
+        (("delay=straggler", "delay.slow_workers=9"), "delay.slow_workers=9 is invalid"),
+        (("scheme=cce_cr", "sim.search=true"), "no parameter grid for scheme 'cce_cr'"),
+        (("sim.search=true", "sim.grid=[]"), "sim.grid=[] is invalid"),
+    ],
+)
+def test_bad_config_is_one_sentence_and_exit_2(
+    tmp_path: Path, overrides: tuple[str, ...], message: str
+) -> None:
+    proc, out = sim(tmp_path, *overrides)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"gclab.sim: {proc.stderr.split(': ', 1)[1].strip()}"
+    ]
+    assert message in proc.stderr
+    assert not (out / "summary.json").exists()

@@ -1,0 +1,93 @@
+"""The simulation engine: trace replay reproduces the trace, results are deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gclab.coding.uncoded import Uncoded
+from gclab.errors import ConfigError
+from gclab.network import NetworkConfig
+from gclab.network.base import DelayModel
+from gclab.network.bernoulli import Bernoulli
+from gclab.network.composite import Composite
+from gclab.network.straggler import Straggler
+from gclab.network.trace import Trace
+from gclab.sim.engine import simulate
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+
+
+def tiny_trace(tmp_path: Path, workers: int = 6, rounds: int = 5, load: float = 0.0) -> Path:
+    durations = np.random.default_rng(1).uniform(1.0, 3.0, size=(workers, rounds))
+    path = tmp_path / "tiny.npz"
+    np.savez(path, durations=durations, load=load)
+    return path
+
+
+@pytest.mark.parametrize("policy", ["all", "deadline"])
+def test_uncoded_replay_of_a_tiny_trace_is_the_column_maximum(tmp_path: Path, policy: str) -> None:
+    path = tiny_trace(tmp_path)
+    durations = np.load(path)["durations"]
+    result = simulate(Uncoded(6), Trace(str(path), slope=2.0), NetworkConfig(policy=policy), 12, 0)
+    scaled = durations.max(axis=0) + (1 / 6) * 2.0  # L = 1/6 for uncoded, base_load 0
+    np.testing.assert_allclose(result.durations, np.tile(scaled, 3)[:12])  # wrapped rounds
+    assert result.total_time == pytest.approx(result.durations.sum())
+    assert result.retransmissions.sum() == 0 and result.lost.sum() == 0
+    if policy == "all":
+        assert result.waits == 0 and result.late.sum() == 0
+    else:  # the μ-rule closes at 2·fastest; uncoded then waits for every later packet
+        shift = 2.0 / 6
+        late = durations.max(axis=0) + shift > 2 * (durations.min(axis=0) + shift)
+        np.testing.assert_array_equal(result.waited, np.tile(late, 3)[:12])
+
+
+@pytest.mark.parametrize("name", ["sydney-cnn-w256-r20", "tokyo-cnn-w256-r10"])
+def test_uncoded_replay_of_the_shared_traces(name: str) -> None:
+    path = TRACES / f"lambda-{name}-load000.npz"
+    if not path.is_file():
+        pytest.skip(f"shared trace {path} is absent")
+    durations = np.load(path, allow_pickle=False)["durations"]
+    rounds = durations.shape[1]
+    trace = Trace(str(path), slope=2.2, beyond="error")
+    result = simulate(Uncoded(256), trace, NetworkConfig(policy="all"), rounds, seed=0)
+    np.testing.assert_allclose(result.durations, durations.max(axis=0) + 2.2 / 256)
+    with pytest.raises(ConfigError, match=r"delay\.beyond=wrap"):
+        simulate(Uncoded(256), trace, NetworkConfig(policy="all"), rounds + 1, seed=0)
+
+
+def test_same_seed_same_result_other_seed_other_result() -> None:
+    model = Composite(Straggler(shift=0.1, mean=0.5), Bernoulli(0.1))
+    runs = [simulate(Uncoded(16), model, NetworkConfig(), 200, seed) for seed in (3, 3, 4)]
+    a, b, c = (r.summary() for r in runs)
+    assert a == b and a != c
+    np.testing.assert_array_equal(runs[0].durations, runs[1].durations)
+
+
+def test_unit_time_adds_load_proportional_compute() -> None:
+    base = simulate(Uncoded(4), DelayModel(), NetworkConfig(policy="all"), 10, 0)
+    slower = simulate(Uncoded(4), DelayModel(), NetworkConfig(policy="all"), 10, 0, unit_time=8.0)
+    assert base.total_time == 0 and slower.total_time == pytest.approx(10 * 8.0 / 4)
+
+
+def test_summary_and_rounds_file(tmp_path: Path) -> None:
+    result = simulate(Uncoded(8), Bernoulli(0.2), NetworkConfig(policy="all", rto=0.5), 30, 0)
+    summary = result.summary()
+    assert summary["jobs"] == summary["rounds"] == 30 and summary["load"] == 1 / 8
+    assert summary["retransmissions"] >= summary["lost"] > 0 and summary["erasures"] == 0
+    result.write_rounds(tmp_path / "rounds.csv")
+    lines = (tmp_path / "rounds.csv").read_text().splitlines()
+    assert lines[0] == "round,duration,erasures,lost,late,retransmissions,waited"
+    assert len(lines) == 31
+    assert float(lines[1].split(",")[1]) == result.durations[0]
+
+
+@pytest.mark.parametrize(
+    ("jobs", "unit_time", "message"),
+    [(0, 0.0, r"sim\.jobs=0"), (2.5, 0.0, r"sim\.jobs=2\.5"), (3, -1.0, r"sim\.unit_time=-1\.0")],
+)
+def test_bad_run_options(jobs: object, unit_time: float, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        simulate(Uncoded(4), DelayModel(), NetworkConfig(), jobs, 0, unit_time)

@@ -1,0 +1,76 @@
+"""Parameter search: grids, ranking by simulated time, and bad requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from gclab.coding.base import LinearScheme
+from gclab.errors import ConfigError
+from gclab.network import NetworkConfig
+from gclab.network.trace import Trace
+from gclab.sim import search as search_module
+from gclab.sim.engine import simulate
+from gclab.sim.search import GRIDS, grid, search
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+class Replication(LinearScheme):
+    """Fractional repetition with groups of s+1 (needs (s+1) | n), local to these tests."""
+
+    name = "test_replication"
+
+    def __init__(self, n: int, s: int = 1) -> None:
+        groups = np.arange(n) // (s + 1)
+        self._init_linear(n, s, (groups[:, None] == groups[None, :]).astype(float))
+
+
+def test_grids_of_the_gc_family() -> None:
+    assert GRIDS["uncoded"](256) == [{}]
+    assert [p["s"] for p in GRIDS["classic_fr"](16)] == [1, 3, 7, 15]
+    assert [p["s"] for p in GRIDS["classic_cr"](5)] == [1, 2, 3, 4]
+    assert GRIDS["ignore_stragglers"](5) == GRIDS["classic_cr"](5)
+
+
+def test_search_ranks_every_setting_on_the_same_delays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(GRIDS, "test_replication", search_module.GRIDS["classic_fr"])
+    rng = np.random.default_rng(0)
+    durations = rng.exponential(1.0, size=(8, 20)) + 1.0
+    np.savez(tmp_path / "t.npz", durations=durations, load=0.0)
+    trace = Trace(str(tmp_path / "t.npz"), slope=1.0)
+    cfg = OmegaConf.create({"_target_": f"{__name__}.Replication"})
+    trials = search(cfg, 8, trace, NetworkConfig(mu=1.0), 20, seed=0)
+    assert [t.params["s"] for t in sorted(trials, key=lambda t: t.params["s"])] == [1, 3, 7]
+    times = [t.result.total_time for t in trials]
+    assert times == sorted(times)
+    best = trials[0]
+    again = simulate(Replication(8, **best.params), trace, NetworkConfig(mu=1.0), 20, 0)
+    assert again.summary() == best.result.summary()
+    assert best.record()["params"] == best.params and "total_time" in best.record()
+
+
+def test_search_refuses_a_scheme_without_a_grid() -> None:
+    cfg = OmegaConf.create({"_target_": f"{__name__}.Replication"})
+    with pytest.raises(ConfigError, match="no parameter grid for scheme 'test_replication'"):
+        grid(cfg, 8)
+
+
+@pytest.mark.skipif(
+    not (CONF / "scheme" / "classic_fr.yaml").is_file(), reason="scheme classic_fr not present yet"
+)
+def test_search_over_classic_fr() -> None:
+    from hydra import compose, initialize_config_dir
+
+    import gclab.sim.config  # noqa: F401  (registers the simulator's schema)
+    from gclab.network.straggler import Straggler
+
+    with initialize_config_dir(str(CONF), version_base="1.3"):
+        cfg = compose("sim", overrides=["scheme=classic_fr", "cluster.workers=8"])
+    trials = search(cfg.scheme, 8, Straggler(shift=1.0, mean=1.0), NetworkConfig(), 30, seed=0)
+    assert sorted(t.params["s"] for t in trials) == [1, 3, 7]
