@@ -30,6 +30,13 @@ def _check(n: int, s: object, m: object) -> tuple[int, int]:
     return s, m
 
 
+class _Described:
+    """``describe()`` naming ``m``, shared by both CCE placements."""
+
+    def describe(self) -> str:
+        return f"{self.name}(n={self.n}, s={self.s}, m={self.m})"
+
+
 @register("scheme", "cce_cr")
 @dataclass
 class CCECRConfig:
@@ -38,7 +45,7 @@ class CCECRConfig:
     m: int = 2
 
 
-class CCECR(LinearScheme):
+class CCECR(_Described, LinearScheme):
     """Cyclic CCE-GC on real strided nodes: any ``n - s`` packets decode, fewer never do."""
 
     name = "cce_cr"
@@ -52,9 +59,6 @@ class CCECR(LinearScheme):
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         return self.code.weights(survivors)
 
-    def describe(self) -> str:
-        return f"{self.name}(n={self.n}, s={self.s}, m={self.m})"
-
 
 @register("scheme", "cce_fr")
 @dataclass
@@ -64,7 +68,7 @@ class CCEFRConfig:
     m: int = 2
 
 
-class CCEFR(FractionalScheme):
+class CCEFR(_Described, FractionalScheme):
     """Fractional CCE-GC: groups of ``s + m``; decodes when every group keeps ``m`` members."""
 
     name = "cce_fr"
@@ -77,6 +81,3 @@ class CCEFR(FractionalScheme):
             f"m for s={s}, n={n}", [v for v in range(1, n - s + 1) if n % (s + v) == 0],
         )  # fmt: skip
         self._init_groups(n, s, m)
-
-    def describe(self) -> str:
-        return f"{self.name}(n={self.n}, s={self.s}, m={self.m})"

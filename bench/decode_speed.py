@@ -1,0 +1,121 @@
+"""Decode speed: (coefficient lookup + combine) per scheme vs a plain sum of the same packets.
+
+n=16, s=3, l=11.2M float32 (ResNet-18): each scheme's decoder is warmed on the straggler
+set (so the weights are cached, as in training), then a fresh round's packets are
+received and ``decode`` is timed; beside it ``torch.stack(received).sum(0)`` on the same
+packets. Then the first-time coefficient solve (weights + residual check) for new
+straggler sets at n=256, s=15. Best of ``--repeats`` runs; prints Markdown tables.
+
+    python bench/decode_speed.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from gclab.coding.base import LinearScheme
+from gclab.coding.cce import CCECR, CCEFR
+from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
+from gclab.coding.uncoded import Uncoded
+from gclab.errors import DecodeError
+
+
+def best_of(repeats: int, run) -> float:
+    """Fastest of ``repeats`` calls of ``run`` (seconds); ``run`` does its own setup."""
+    return min(run() for _ in range(repeats))
+
+
+def decode_time(scheme: LinearScheme, length: int, stragglers: set[int], repeats: int) -> tuple:
+    """(decode seconds, plain-sum seconds) on the same received packets."""
+    size = -(-length // scheme.m)
+    rng = np.random.default_rng(0)
+    received = {
+        w: rng.standard_normal(size, dtype=np.float32)
+        for w in range(scheme.n)
+        if w not in stragglers
+    }
+    decoder = scheme.decoder(length)
+    counter = iter(range(10**6))
+
+    def decode() -> float:
+        round = next(counter)
+        for w, packet in received.items():
+            decoder.receive(round, w, packet)
+        start = time.perf_counter()
+        decoder.decode(round)
+        return time.perf_counter() - start
+
+    decode()  # first time: solve and cache this pattern's weights
+    tensors = [torch.from_numpy(p) for p in received.values()]
+
+    def plain() -> float:
+        start = time.perf_counter()
+        torch.stack(tensors).sum(0)
+        return time.perf_counter() - start
+
+    return best_of(repeats, decode), best_of(repeats, plain)
+
+
+def solve_time(scheme: LinearScheme, patterns: int) -> tuple[float, int]:
+    """(mean seconds of a first-time weights + residual solve, residual-check failures)."""
+    rng = np.random.default_rng(1)
+    total, failed = 0.0, 0
+    for _ in range(patterns):
+        stragglers = set(rng.choice(scheme.n, scheme.s, replace=False).tolist())
+        survivors = tuple(w for w in rng.permutation(scheme.n).tolist() if w not in stragglers)
+        start = time.perf_counter()
+        try:
+            scheme.checked_weights(survivors)
+        except DecodeError:
+            failed += 1
+        total += time.perf_counter() - start
+    return total / patterns, failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="l = 1.12M, 2 repeats")
+    args = parser.parse_args()
+    length, repeats = (1_120_000, 2) if args.quick else (11_200_000, 5)
+    n, s = 16, 3
+    stragglers = {1, 6, 11}  # one per FR group of 4, so every scheme decodes
+    schemes = [
+        Uncoded(n),
+        IgnoreStragglers(n, s),
+        ClassicFR(n, s),
+        ClassicCR(n, s),
+        ClassicCR(n, s, construction="tandon"),
+        CCECR(n, s, 2),
+        CCEFR(n, s, 5),
+    ]
+    print(f"n={n}, s={s}, l={length:,} float32, torch threads={torch.get_num_threads()}\n")
+    print("| scheme | packets | decode (ms) | plain sum (ms) | ratio |")
+    print("|---|---|---|---|---|")
+    for scheme in schemes:
+        out = set() if isinstance(scheme, Uncoded) else stragglers
+        ours, plain = decode_time(scheme, length, out, repeats)
+        times = f"{ours * 1e3:.0f} | {plain * 1e3:.0f} | {ours / plain:.2f}"
+        print(f"| {scheme.describe()} | {n - len(out)} | {times} |")
+    print("\nFirst-time coefficient solve for a new straggler set, n=256 (mean of 20):\n")
+    print("| scheme | construction (s) | solve (ms) | residual-check failures |")
+    print("|---|---|---|---|")
+    for make in (
+        lambda: ClassicFR(256, 15),
+        lambda: ClassicCR(256, 15),
+        lambda: CCECR(256, 15, 2),
+        lambda: CCEFR(256, 14, 2),
+        lambda: ClassicCR(256, 15, construction="tandon"),
+    ):
+        start = time.perf_counter()
+        scheme = make()
+        built = time.perf_counter() - start
+        solve, failed = solve_time(scheme, 20)
+        print(f"| {scheme.describe()} | {built:.2f} | {solve * 1e3:.2f} | {failed}/20 |")
+
+
+if __name__ == "__main__":
+    main()
