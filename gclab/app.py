@@ -14,13 +14,14 @@ from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiateError
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from gclab.config import CONF_DIR
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
+from gclab.network.protocol import NetworkConfig, RoundProtocol
 
 log = logging.getLogger("gclab")
 
@@ -34,7 +35,7 @@ def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
     """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper."""
     try:
         return instantiate(node, **kwargs)
-    except InstantiateError as exc:
+    except InstantiationException as exc:
         cause: BaseException | None = exc
         while cause is not None and not isinstance(cause, ConfigError):
             cause = cause.__cause__
@@ -83,9 +84,7 @@ def build(cfg: DictConfig):
         f"{max(scheme.k, batch - batch % scheme.k)} or {batch + scheme.k - batch % scheme.k}.",
     )
     delay = _instantiate(cfg.delay)
-    from gclab.network.protocol import RoundProtocol
-
-    protocol = RoundProtocol(cfg.network, delay, scheme.n, cfg.seed)
+    network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
     logger = _instantiate(cfg.logger)
     source = _instantiate(cfg.data)
     data = source.load()
@@ -98,6 +97,8 @@ def build(cfg: DictConfig):
     )
     steps_per_epoch = shard // per_shard
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
+    delay.check(scheme.n, jobs + scheme.T)
+    protocol = RoundProtocol(network, delay, scheme.n, cfg.seed)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["num_classes"] = data.num_classes
 

@@ -224,7 +224,7 @@ class SyntheticConfig:
     train_size: int = 4096
     test_size: int = 1024
     num_classes: int = 10
-    noise: float = 0.35
+    noise: float = 1.0
     seed: int = 0
     augment: bool = False
 
@@ -237,7 +237,7 @@ class SyntheticData(DataSource):
         train_size: int = 4096,
         test_size: int = 1024,
         num_classes: int = 10,
-        noise: float = 0.35,
+        noise: float = 1.0,
         seed: int = 0,
         augment: bool = False,
     ) -> None:

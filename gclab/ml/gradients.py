@@ -86,7 +86,7 @@ def loss_and_gradient(
     flat.model.train()
     loss = F.cross_entropy(flat.model(x), y, reduction="sum")
     loss.backward()
-    return float(loss), flat.grad_vector()
+    return float(loss.detach()), flat.grad_vector()
 
 
 @torch.no_grad()

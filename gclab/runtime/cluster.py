@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from dataclasses import dataclass
 
 import ray
@@ -92,9 +93,21 @@ class Cluster:
             )
             return
         try:
+            _probe(self.address)  # ray.init itself retries for minutes on a dead address
             ray.init(address=self.address, log_to_driver=True, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
+        except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
             raise ConfigError(
                 f"cluster.address={self.address!r}: no Ray cluster answered ({exc}); start "
                 "one with 'ray start --head' or use cluster=local."
             ) from exc
+
+
+def _probe(address: str, timeout: float = 5.0) -> None:
+    """Fail fast unless something accepts TCP connections at ``host:port``."""
+    if address == "auto" or address.startswith("ray://"):
+        return  # `auto` reads Ray's local session file and fails fast by itself
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {address!r}")
+    with socket.create_connection((host, int(port)), timeout=timeout):
+        pass

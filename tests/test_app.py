@@ -1,0 +1,82 @@
+"""Config composition and validation: every option composes, bad values fail early."""
+
+from pathlib import Path
+
+import pytest
+from hydra.errors import ConfigCompositionException as HydraCompositionError
+
+from gclab.app import build
+from gclab.config import CONF_DIR
+from gclab.errors import ConfigError
+from tests.conftest import TINY, compose_config
+
+GROUPS = ["scheme", "model", "data", "cluster", "delay", "logger"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize(("group", "option"), [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes_with_a_target(group, option):
+    overrides = [f"{group}={option}"]
+    if group == "data" and option == "image_folder":
+        overrides.append("data.root=/somewhere")
+    cfg = compose_config(overrides)
+    assert cfg[group]._target_.split(".")[0] in {"gclab", "torch", "torchvision"}
+
+
+def test_misspelt_key_fails_at_compose_time():
+    with pytest.raises(HydraCompositionError, match="lrr"):
+        compose_config(["train.lrr=0.1"])
+    with pytest.raises(HydraCompositionError, match="width"):
+        compose_config(["model=resnet18", "model.width=3"])
+
+
+def test_wrong_type_fails_at_compose_time():
+    with pytest.raises(HydraCompositionError, match="batch_size"):
+        compose_config(["train.batch_size=lots"])
+    with pytest.raises(HydraCompositionError, match="schedule"):
+        compose_config(["train.schedule=linear"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("cluster.workers=0", r"cluster\.workers=0 is invalid"),
+        ("cluster.actors=9", r"cluster\.actors=9 is invalid.*between 1 and"),
+        ("train.lr=-0.1", r"train\.lr=-0\.1 is invalid"),
+        ("train.momentum=1.5", r"train\.momentum=1\.5"),
+        (
+            "train.batch_size=30",
+            r"train\.batch_size=30 is not divisible by the 4 data shards.*28 or 32",
+        ),
+        ("train.batch_size=4096", r"train\.batch_size=4096 needs 1024 samples .* only 128"),
+        ("train.epochs=0", r"train\.epochs=0"),
+        ("train.eval_every=-1", r"train\.eval_every=-1"),
+        ("train.target_accuracy=1.5", r"train\.target_accuracy=1\.5"),
+        ("logger=wandb logger.mode=loud", r"logger\.mode='loud' is invalid"),
+        ("data=image_folder data.root=/nonexistent", r"data\.root=/nonexistent has no train"),
+    ],
+)
+def test_bad_values_raise_one_clear_sentence_before_ray(override, message):
+    extra = override.split(" ")
+    swaps_data = any(o.startswith("data=") for o in extra)
+    overrides = [o for o in TINY if not (swaps_data and o.startswith("data"))] + extra
+    cfg = compose_config(overrides)
+    with pytest.raises(ConfigError, match=message) as info:
+        build(cfg)
+    assert "\n" not in str(info.value)
+
+
+def test_build_does_not_start_ray():
+    import ray
+
+    if ray.is_initialized():
+        pytest.skip("a Ray session is already running in this process")
+    build(compose_config(TINY))
+    assert not ray.is_initialized()
+
+
+def test_conf_dir_is_absolute_and_ships_config():
+    assert Path(CONF_DIR).is_absolute() and (CONF_DIR / "config.yaml").is_file()
