@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 
 from gclab.app import build, run
 from gclab.ml.reference import train_single_process
-from gclab.tracking.artifacts import load_checkpoint
+from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from tests.conftest import TINY, compose_config
 
 
@@ -55,3 +55,36 @@ def test_actors_hosting_several_logical_workers_change_nothing(ray_session, tmp_
     packed = trained_weights(compose_config([*base, "cluster.actors=2"]), tmp_path / "b")
     for key in one_each:
         assert np.array_equal(one_each[key].numpy(), packed[key].numpy())
+
+
+def rotating_straggler_trace(path: Path, n: int, rounds: int) -> Path:
+    """Worker ``r mod n`` is 50x slower in round r: one tolerated erasure per round."""
+    durations = np.ones((n, rounds))
+    durations[np.arange(rounds) % n, np.arange(rounds)] = 50.0
+    np.savez(path, durations=durations, load=0.0)
+    return path
+
+
+EXACT_SCHEMES = [
+    ["scheme=classic_fr", "scheme.s=1"],
+    ["scheme=classic_cr", "scheme.s=1"],
+    ["scheme=cce_cr", "scheme.s=1", "scheme.m=2"],
+    ["scheme=cce_fr", "scheme.s=1", "scheme.m=3"],
+]
+
+
+@pytest.mark.parametrize("scheme", EXACT_SCHEMES, ids=lambda s: s[0].split("=")[1])
+def test_exact_scheme_with_a_straggler_every_round_equals_single_process_sgd(
+    ray_session, tmp_path, scheme
+):
+    trace = rotating_straggler_trace(tmp_path / "trace.npz", 4, 8)
+    cfg = compose_config(
+        [*TINY, *scheme, "cluster.workers=4", "train.rounds=4", "delay=trace",
+         f"delay.path={trace}", "delay.slope=0", "network.policy=deadline", "network.mu=1"]
+    )  # fmt: skip
+    want = reference_weights(cfg)
+    got = trained_weights(cfg, tmp_path / "run")
+    assert_same_weights(got, want)
+    rounds = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "round"]
+    assert [r["erasures"] for r in rounds] == [1, 1, 1, 1]  # the straggler really was erased
+    assert not any(r["waited"] for r in rounds)  # ... and decoding never waited for it
