@@ -30,9 +30,9 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 import gclab.coding  # noqa: F401  (registers the scheme schemas)
+from gclab import CONF_DIR
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace, load_trace
-from gclab.sim.config import CONF_DIR
 from gclab.sim.engine import simulate
 from gclab.sim.search import GRIDS, Params, grid
 

@@ -19,9 +19,9 @@ from hydra.utils import instantiate
 
 import gclab.coding
 import gclab.network  # noqa: F401  (register the scheme and delay schemas)
+from gclab import CONF_DIR
 from gclab.errors import DecodeError
 from gclab.network import NetworkConfig
-from gclab.sim.config import CONF_DIR
 from gclab.sim.engine import simulate
 
 #: Parameters that make each scheme meaningful at n=256 (s=15 as the SGC paper's GC).

@@ -18,7 +18,8 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from gclab.config import CONF_DIR
+import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
+from gclab import CONF_DIR
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol

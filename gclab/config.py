@@ -8,7 +8,6 @@ each configurable module declares next to its class (``gclab.schemas.register``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -22,9 +21,6 @@ import gclab.runtime.cluster
 import gclab.tracking.loggers  # noqa: F401
 from gclab.ml.optim import Schedule
 from gclab.network.protocol import NetworkConfig
-
-#: The YAML tree; absolute, so ``python -m gclab`` works from any working directory.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 @dataclass

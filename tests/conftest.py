@@ -10,7 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from gclab.config import CONF_DIR
+import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
+from gclab import CONF_DIR
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from hydra.errors import ConfigCompositionException as HydraCompositionError
 
+from gclab import CONF_DIR
 from gclab.app import build
-from gclab.config import CONF_DIR
 from gclab.errors import ConfigError
 from tests.conftest import TINY, compose_config
 

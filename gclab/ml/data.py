@@ -37,8 +37,16 @@ class ImageData:
 
     def channel_stats(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel mean and std of the training images, in [0, 1] units."""
-        x = self.train_x.to(torch.float64) / 255.0
-        return x.mean(dim=(0, 2, 3)).float(), x.std(dim=(0, 2, 3)).float()
+        total = torch.zeros(3, dtype=torch.float64)
+        squares = torch.zeros(3, dtype=torch.float64)
+        for chunk in self.train_x.split(4096):  # bounded memory: no float copy of all images
+            values = chunk.to(torch.float64)
+            total += values.sum(dim=(0, 2, 3))
+            squares += values.square().sum(dim=(0, 2, 3))
+        count = self.train_x.numel() / self.train_x.shape[1]
+        mean = total / count
+        std = (squares / count - mean.square()).clamp_min(0).sqrt()
+        return (mean / 255).float(), (std / 255).float()
 
 
 class DataSource(ABC):

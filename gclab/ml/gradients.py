@@ -6,6 +6,8 @@ flat float32 vector: one ``ray.put`` per round, zero-copy on the workers' side.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -31,7 +33,10 @@ class FlatModel:
 
     @torch.no_grad()
     def load_state_vector(self, vector: torch.Tensor | np.ndarray) -> None:
-        vector = torch.as_tensor(vector)
+        """Copy ``vector`` into the model; a read-only (zero-copy Ray) array is fine."""
+        with warnings.catch_warnings():  # only read here, so non-writable memory is safe
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            vector = torch.as_tensor(vector)
         offset = 0
         for t in [*self.params, *self.buffers]:
             t.copy_(vector[offset : offset + t.numel()].view_as(t))

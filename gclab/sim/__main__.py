@@ -21,10 +21,10 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
+from gclab import CONF_DIR
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
-from gclab.sim.config import CONF_DIR
 from gclab.sim.engine import SimResult, check_run, simulate
 from gclab.sim.search import Trial, grid, search
 

@@ -7,18 +7,12 @@ the ``cluster`` group (that builds Ray): it only needs ``cluster.workers``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-import gclab
 from gclab.network import NetworkConfig
-
-#: The YAML tree, absolute so that ``python -m gclab.sim`` works from any directory.
-#: (``gclab.config.CONF_DIR`` is the same path, but importing it pulls in torch and Ray.)
-CONF_DIR = Path(gclab.__file__).resolve().parent.parent / "conf"
 
 
 @dataclass

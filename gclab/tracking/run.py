@@ -49,7 +49,7 @@ class RunRecorder:
         self.virtual_time += outcome.duration
         self.wall_time += wall_seconds
         self.waits += int(outcome.waited)
-        self.retransmissions += outcome.retransmissions
+        self.retransmissions += int(outcome.retransmissions)
         self.jobs += len(applied)
         if applied:
             self.decode_ms.append(decode_ms)
@@ -60,11 +60,11 @@ class RunRecorder:
                 "jobs_decoded": len(applied),
                 "virtual_time": self.virtual_time,
                 "wall_time": self.wall_time,
-                "round_time": outcome.duration,
+                "round_time": float(outcome.duration),
                 "erasures": int(np.count_nonzero(outcome.erased)),
                 "lost": int(np.count_nonzero(outcome.lost)),
                 "late": int(np.count_nonzero(outcome.late)),
-                "retransmissions": outcome.retransmissions,
+                "retransmissions": int(outcome.retransmissions),
                 "waited": bool(outcome.waited),
                 "decode_ms": decode_ms,
                 "train_loss": train_loss,
