@@ -127,7 +127,13 @@ def build(cfg: DictConfig):
     return plan, logger
 
 
-def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | None = None) -> dict:
+def run(
+    cfg: DictConfig,
+    run_dir: Path,
+    name: str | None = None,
+    group: str | None = None,
+    tags: list[str] | None = None,
+) -> dict:
     """Train one configured run into ``run_dir``; returns the summary."""
     from gclab.runtime.server import train
     from gclab.tracking.run import RunRecorder
@@ -141,6 +147,7 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
         run_dir,
         name or plan.scheme.describe(),
         group,
+        tags or [],
     )
     summary = None
     try:
@@ -152,15 +159,30 @@ def run(cfg: DictConfig, run_dir: Path, name: str | None = None, group: str | No
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float | None:
+    """Hydra entry point. In a sweep, a failing job is recorded and the sweep goes on."""
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode.name == "MULTIRUN"
-    name = hydra_cfg.job.override_dirname or None
-    group = str(Path(hydra_cfg.sweep.dir)) if multirun else None
+    choices = hydra_cfg.runtime.choices
+    tags = [f"{group}:{choices[group]}" for group in ("scheme", "delay", "model", "data")]
     try:
-        summary = run(cfg, run_dir, name=name, group=group)
-    except ConfigError as exc:
-        print(f"gclab: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        summary = run(
+            cfg,
+            run_dir,
+            name=hydra_cfg.job.override_dirname or None,
+            group=str(Path(hydra_cfg.sweep.dir)) if multirun else None,
+            tags=tags,
+        )
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        (run_dir / "error.txt").write_text(message + "\n", encoding="utf-8")
+        if multirun:  # report and let the sweep's other jobs run
+            log.error("job %s failed: %s", hydra_cfg.job.num, message)
+            print(f"gclab: error: {message}", file=sys.stderr)
+            return None
+        if isinstance(exc, ConfigError):
+            print(f"gclab: error: {message}", file=sys.stderr)
+            sys.exit(2)
+        raise
     log.info("summary: %s", summary)
     return summary.get("test_accuracy")

@@ -121,3 +121,15 @@ def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "no Ray cluster answered" in proc.stderr
     assert time.time() - start < 90
+
+
+def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
+    proc = gclab(
+        "-m", *TINY, "train.rounds=2", "cluster.workers=2,0", f"hydra.sweep.dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "gclab: error: cluster.workers=0 is invalid" in proc.stderr
+    good, bad = tmp_path / "0", tmp_path / "1"
+    assert json.loads((good / "summary.json").read_text())["jobs"] == 2
+    assert "cluster.workers=0 is invalid" in (bad / "error.txt").read_text()
+    assert not (bad / "summary.json").exists() and not (good / "error.txt").exists()

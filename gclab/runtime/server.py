@@ -16,13 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import ray
 import torch
-from gclab.network.protocol import RoundProtocol
 from tqdm import tqdm
 
 from gclab.coding.base import Scheme
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
+from gclab.network.protocol import RoundProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
 from gclab.tracking.run import RunRecorder
@@ -97,10 +97,25 @@ def collect(refs: list[ray.ObjectRef]) -> dict[int, WorkerReport]:
 
 
 def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
-    """Run the whole training loop and return the run summary."""
-    scheme, data = plan.scheme, plan.data
+    """Start the workers, run every round, and return the run summary."""
     plan.cluster.connect()
     hosts, groups, normalizer = _start_workers(plan)
+    try:
+        return _loop(plan, recorder, hosts, groups, normalizer)
+    finally:
+        for h in hosts:
+            ray.kill(h)
+
+
+def _loop(
+    plan: TrainingPlan,
+    recorder: RunRecorder,
+    hosts: list,
+    groups: list[list[int]],
+    normalizer: Normalizer,
+) -> dict:
+    """The distributed loop: broadcast, compute, collect, protocol, decode, step."""
+    scheme, data = plan.scheme, plan.data
     server = ParameterServer(plan)
     decoder = scheme.decoder(server.flat.num_params)
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
@@ -139,8 +154,6 @@ def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
         progress.set_postfix(postfix)
         if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or r + 1 == rounds):
             recorder.checkpoint(r, server)
-    for h in hosts:
-        ray.kill(h)
     return recorder.summary()
 
 

@@ -17,14 +17,21 @@ log = logging.getLogger(__name__)
 class Logger:
     """No-op tracker (``logger=none``); also the interface :class:`WandbLogger` fills in."""
 
-    def start(self, config: dict[str, Any], run_dir: Path, name: str, group: str | None) -> None:
+    def start(
+        self,
+        config: dict[str, Any],
+        run_dir: Path,
+        name: str,
+        group: str | None,
+        tags: list[str],
+    ) -> None:
         """Open a run that records ``config``; files go under ``run_dir``."""
 
     def log(self, record: dict[str, Any]) -> None:
         """Log one metrics record (a round or an evaluation)."""
 
-    def finish(self, summary: dict[str, Any], failed: bool = False) -> None:
-        """Close the run with its summary; called even when the job fails."""
+    def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
+        """Close the run with its summary and decode latencies; called even on failure."""
 
 
 @register("logger", "none")
@@ -73,7 +80,14 @@ class WandbLogger(Logger):
 
         return "online" if wandb.api.api_key else "offline"
 
-    def start(self, config: dict[str, Any], run_dir: Path, name: str, group: str | None) -> None:
+    def start(
+        self,
+        config: dict[str, Any],
+        run_dir: Path,
+        name: str,
+        group: str | None,
+        tags: list[str],
+    ) -> None:
         import wandb
 
         mode = self._resolve_mode()
@@ -84,7 +98,7 @@ class WandbLogger(Logger):
             dir=str(run_dir),
             name=name,
             group=group,
-            tags=self.tags,
+            tags=[*self.tags, *tags],
             config=config,
             reinit="create_new",
         )
@@ -98,9 +112,13 @@ class WandbLogger(Logger):
         if self.run is not None:
             self.run.log(record)
 
-    def finish(self, summary: dict[str, Any], failed: bool = False) -> None:
+    def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
         if self.run is None:
             return
+        import wandb
+
+        if decode_ms:
+            self.run.log({"decode_ms_histogram": wandb.Histogram(decode_ms)})
         for key, value in summary.items():
             self.run.summary[key] = value
         self.run.finish(exit_code=1 if failed else 0)

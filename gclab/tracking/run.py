@@ -123,4 +123,4 @@ class RunRecorder:
     def close(self, summary: dict[str, Any] | None, failed: bool) -> None:
         """Close the metrics file and the tracker (runs even when training failed)."""
         self.metrics.close()
-        self.logger.finish(summary or {}, failed=failed)
+        self.logger.finish(summary or {}, self.decode_ms, failed=failed)

@@ -1,0 +1,39 @@
+"""W&B logging checked against the real offline run file a training run writes."""
+
+import pytest
+
+from gclab.app import run
+from gclab.tracking.artifacts import read_metrics
+from tests.conftest import TINY, compose_config
+from tests.tracking.wandb_records import read_run
+
+
+def test_offline_run_file_holds_config_metrics_histogram_and_summary(ray_session, tmp_path):
+    overrides = [o for o in TINY if not o.startswith("logger")]
+    cfg = compose_config(
+        [*overrides, "logger=wandb", "logger.mode=offline", "train.eval_every=2",
+         "scheme=classic_fr", "scheme.s=1"]
+    )  # fmt: skip
+    summary = run(cfg, tmp_path, name="scheme=classic_fr", group="sweep-x", tags=["scheme:fr"])
+    files = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(files) == 1
+    logged = read_run(files[0])
+    assert logged["name"] == "scheme=classic_fr" and logged["group"] == "sweep-x"
+    assert "scheme:fr" in logged["tags"]
+    assert logged["config"]["scheme"]["s"] == 1 and logged["config"]["train"]["rounds"] == 4
+    assert logged["exit_code"] == 0
+
+    local = read_metrics(tmp_path / "metrics.jsonl")
+    rounds = [h for h in logged["history"] if h.get("kind") == "round"]
+    evals = [h for h in logged["history"] if h.get("kind") == "eval"]
+    assert [h["round"] for h in rounds] == [r["round"] for r in local if r["kind"] == "round"]
+    assert [h["test_accuracy"] for h in evals] == [
+        r["test_accuracy"] for r in local if r["kind"] == "eval"
+    ]
+    assert all("virtual_time" in h and "wall_time" in h for h in rounds)
+    histogram = [h for h in logged["history"] if "decode_ms_histogram._type" in h]
+    assert len(histogram) == 1 and histogram[0]["decode_ms_histogram._type"] == "histogram"
+    for key in ("test_accuracy", "total_virtual_time", "decode_ms_mean", "decode_ms_p95",
+                "waits", "retransmissions", "time_to_target"):  # fmt: skip
+        assert key in logged["summary"], key
+        assert logged["summary"][key] == pytest.approx(summary[key]), key
