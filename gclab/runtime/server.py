@@ -145,7 +145,7 @@ def _loop(
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
         wall = time.perf_counter() - wall_start
-        record = recorder.round(r, outcome, applied, decode_ms, loss, wall)
+        record = recorder.round(r, outcome, applied, decode_ms, loss, wall, compute.tolist())
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):
             acc, test_loss = evaluate(server.flat.model, data.test_x, data.test_y, normalizer)

@@ -33,7 +33,7 @@ class RunRecorder:
 
     def _emit(self, record: dict[str, Any]) -> dict[str, Any]:
         self.metrics.write(record)
-        self.logger.log(record)
+        self.logger.log({k: v for k, v in record.items() if not isinstance(v, list)})
         return record
 
     def round(
@@ -44,8 +44,13 @@ class RunRecorder:
         decode_ms: float,
         train_loss: float,
         wall_seconds: float,
+        compute: list[float],
     ) -> dict[str, Any]:
-        """Record round ``r`` from the protocol's outcome and the decoded/applied jobs."""
+        """Record round ``r`` from the protocol's outcome and the decoded/applied jobs.
+
+        ``compute`` (each worker's measured compute seconds) goes to metrics.jsonl only:
+        with it the simulator can replay the round exactly.
+        """
         self.virtual_time += outcome.duration
         self.wall_time += wall_seconds
         self.waits += int(outcome.waited)
@@ -68,6 +73,7 @@ class RunRecorder:
                 "waited": bool(outcome.waited),
                 "decode_ms": decode_ms,
                 "train_loss": train_loss,
+                "compute_s": compute,
             }
         )
 
