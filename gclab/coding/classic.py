@@ -69,12 +69,7 @@ class ClassicFR(FractionalScheme):
 
     def __init__(self, n: int, s: int = 1) -> None:
         self._check_workers(n)
-        s = params.stragglers(n, s)
-        divisors = [v for v in range(n) if n % (v + 1) == 0]
-        params.require(
-            n % (s + 1) == 0, f"scheme.s={s}", "(s+1) | n", f"n={n}", f"s for n={n}", divisors
-        )
-        self._init_groups(n, s, 1)
+        self._init_groups(n, params.fr_stragglers(n, s), 1)
 
 
 @register("scheme", "classic_cr")

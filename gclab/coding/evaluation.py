@@ -63,6 +63,21 @@ def _unit(m: int) -> np.ndarray:
     return np.eye(1, m)
 
 
+def complete_symmetric(roots: np.ndarray, order: int) -> np.ndarray:
+    """``h_0 .. h_{order-1}`` (complete homogeneous symmetric) of each row of ``roots``."""
+    return _mul_series(_unit(order), np.atleast_2d(roots), sign=-1.0, inverse=True)
+
+
+def missing_complete(nodes: np.ndarray, d: int, order: int) -> np.ndarray:
+    """``[n, order]``: ``h_ν`` of the nodes of the ``n - d`` workers lacking partition ``j``.
+
+    Computed as ``h_ν(all nodes) · Π_{r ∈ H_j} (1 - θ_r y)`` over the ``d`` holders ``H_j``,
+    a short series per partition instead of a sum over ``n - d`` nodes per order.
+    """
+    h_all = complete_symmetric(nodes[None, :], order)
+    return _mul_series(h_all, nodes[holders(len(nodes), d)], sign=-1.0)
+
+
 class EvaluationCode:
     """The numbers of an evaluation-point code: encoding tensor and decoding weights.
 
@@ -76,9 +91,7 @@ class EvaluationCode:
         self.K = self.n - s
         n, d, theta = self.n, s + m, self.nodes
         hol = holders(n, d)  # [j, i] = worker
-        # h_ν(θ over the workers lacking j) = h_ν(all nodes) · Π_{r ∈ H_j} (1 - θ_r y)
-        h_all = _mul_series(_unit(m), theta[None, :], sign=-1.0, inverse=True)
-        h_missing = _mul_series(h_all, theta[hol], sign=-1.0)  # [j, ν]
+        h_missing = missing_complete(theta, d, m)  # [j, ν]
         x = theta[hol]  # [j, i] node of the i-th holder of j
         diff = x[:, :, None] - x[:, None, :]
         diff[:, np.arange(d), np.arange(d)] = 1.0
@@ -93,6 +106,20 @@ class EvaluationCode:
         self.encoding = encoding / self.row_scale[:, None, None]
         self._e_all = _mul_series(_unit(m), theta[None, :], sign=1.0)
 
+    def difference_weights(self, chosen: np.ndarray, missing: np.ndarray) -> np.ndarray:
+        """Packet weights of the divided difference of ``P`` over the nodes of ``chosen``.
+
+        ``f[θ_Z] = Σ_{w∈Z} P(θ_w) / Π_{v∈Z∖w}(θ_w - θ_v)`` and packet ``w`` carries
+        ``P(θ_w) / (Φ_w · row_scale_w)``, so the weight of packet ``w`` is
+        ``row_scale_w · Π_{v ∉ Z}(θ_w - θ_v)`` (``missing`` = the complement of ``Z``):
+        ``n - |Z|`` factors, nothing huge. Over ``K`` nodes this is the top coefficient of
+        ``P`` (the classic decode); over ``K + i`` nodes it is the order ``K - 1 + i``
+        divided difference that the pipelined code of :mod:`gclab.coding.pipelined` uses.
+        """
+        theta = self.nodes
+        far = (theta[chosen][:, None] - theta[missing][None, :]).prod(axis=1)
+        return far * self.row_scale[chosen]
+
     def weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         """Decoding weights ``C[m, len(survivors)]`` (zero beyond the first K by worker id)."""
         if len(survivors) < self.K:
@@ -103,9 +130,8 @@ class EvaluationCode:
         # e_ν(θ_{F∖w}) = e_ν(all) / Π_{v ∉ F} (1 + θ_v y) / (1 + θ_w y)
         e_f = _mul_series(self._e_all, theta[missing][None, :], sign=1.0, inverse=True)
         e_fw = _mul_series(e_f, theta[chosen][:, None], sign=1.0, inverse=True)  # [w, ν]
-        far = (theta[chosen][:, None] - theta[missing][None, :]).prod(axis=1)
         signs = (-1.0) ** np.arange(self.m)
-        per_worker = (e_fw * signs).T * (far * self.row_scale[chosen])  # [ν, w]
+        per_worker = (e_fw * signs).T * self.difference_weights(chosen, missing)  # [ν, w]
         dense = np.zeros((self.m, len(survivors)))
         order = {w: i for i, w in enumerate(survivors)}
         dense[:, [order[int(w)] for w in chosen]] = per_worker[::-1]  # stream u = m - ν

@@ -45,3 +45,18 @@ def stragglers(n: int, s: object) -> int:
     s = integer("s", s)
     require(0 <= s < n, f"scheme.s={s}", "0 <= s < n", f"n={n}", f"s for n={n}", range(n))
     return s
+
+
+def fr_stragglers(n: int, s: object) -> int:
+    """``scheme.s`` for fractional repetition: ``0 <= s < n`` and ``(s+1) | n``."""
+    s = stragglers(n, s)
+    divisors = [v for v in range(n) if n % (v + 1) == 0]
+    require(n % (s + 1) == 0, f"scheme.s={s}", "(s+1) | n", f"n={n}", f"s for n={n}", divisors)
+    return s
+
+
+def delay(T: object) -> int:
+    """``scheme.T`` (decoding delay in rounds) checked as an integer ``>= 0``."""
+    T = integer("T", T)
+    require(T >= 0, f"scheme.T={T}", "T >= 0", "T is a delay in rounds", "T", range(4))
+    return T

@@ -13,7 +13,10 @@ import gclab.coding  # noqa: F401  (registers the schemas)
 from gclab.coding.base import Scheme
 
 SCHEME_DIR = Path(__file__).resolve().parents[2] / "conf" / "scheme"
-NAMES = ["uncoded", "ignore_stragglers", "classic_fr", "classic_cr", "cce_cr", "cce_fr"]
+NAMES = [
+    "uncoded", "ignore_stragglers", "classic_fr", "classic_cr", "cce_cr", "cce_fr",
+    "pipelined_cr", "pipelined_fr",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NAMES)
