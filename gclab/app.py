@@ -23,6 +23,8 @@ from gclab import CONF_DIR
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
+from gclab.runtime.faults import FaultConfig, Faults
+from gclab.tracking.artifacts import load_checkpoint
 
 log = logging.getLogger("gclab")
 
@@ -123,8 +125,37 @@ def build(cfg: DictConfig):
         seed=cfg.seed,
         cluster=cluster,
         protocol=protocol,
+        faults=Faults.parse(FaultConfig(**OmegaConf.to_container(cfg.faults)), scheme.n),
+        resume=cfg.resume,
     )
     return plan, logger
+
+
+def config_text(cfg: DictConfig) -> str:
+    """The parts of a config that must not change when a run is resumed, as YAML."""
+    keep = {k: v for k, v in cfg.items() if k not in ("resume", "logger", "faults")}
+    return OmegaConf.to_yaml(OmegaConf.create(keep), resolve=True)
+
+
+def check_resume(cfg: DictConfig, run_dir: Path, scheme_T: int) -> None:
+    """``resume=true`` needs a checkpoint of the same config, and a T=0 scheme."""
+    path = run_dir / "checkpoint.pt"
+    _check(
+        path.is_file(),
+        f"resume=true but {path} does not exist; point hydra.run.dir at the run directory "
+        "to continue (its checkpoint.pt), or drop resume.",
+    )
+    _check(
+        scheme_T == 0,
+        f"resume=true needs a scheme with T=0 (its decoder holds no state between rounds); "
+        f"this scheme has T={scheme_T}.",
+    )
+    saved = load_checkpoint(path).get("config")
+    _check(
+        saved == config_text(cfg),
+        f"resume=true but the config differs from the one that wrote {path}; resume with "
+        "the same overrides (compare with .hydra/overrides.yaml).",
+    )
 
 
 def run(
@@ -139,9 +170,11 @@ def run(
     from gclab.tracking.run import RunRecorder
 
     plan, logger = build(cfg)
+    if cfg.resume:
+        check_resume(cfg, run_dir, plan.scheme.T)
     run_dir.mkdir(parents=True, exist_ok=True)
     extra = {"scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n}
-    recorder = RunRecorder(run_dir, logger, cfg.train.target_accuracy, extra)
+    recorder = RunRecorder(run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg))
     logger.start(
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
         run_dir,

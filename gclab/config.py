@@ -21,6 +21,7 @@ import gclab.runtime.cluster
 import gclab.tracking.loggers  # noqa: F401
 from gclab.ml.optim import Schedule
 from gclab.network.protocol import NetworkConfig
+from gclab.runtime.faults import FaultConfig
 
 
 @dataclass
@@ -41,8 +42,10 @@ class TrainConfig:
 @dataclass
 class Config:
     seed: int = 0
+    resume: bool = False  # continue from checkpoint.pt in hydra.run.dir
     train: TrainConfig = field(default_factory=TrainConfig)
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (robustness studies)
     scheme: Any = MISSING
     model: Any = MISSING
     data: Any = MISSING

@@ -135,11 +135,15 @@ class RoundProtocol:
         compute_times: np.ndarray,
         decoder: Decoder,
         payload: Payload,
+        failed: np.ndarray | None = None,
     ) -> RoundOutcome:
         """Run ``round``: deliver its packets to ``decoder`` and recover the due job.
 
         ``compute_times[w]`` is the time worker ``w`` computed (measured by the runtime;
         chosen by the simulator); the delay model's draw and the latency are added here.
+        ``failed[w]`` marks a packet the runtime has no valid copy of (its worker died,
+        was stuck past the timeout, or sent non-finite values): its first transmission
+        counts as lost, and recovery asks ``payload`` for it again like any lost packet.
         """
         compute = np.asarray(compute_times, dtype=np.float64)
         if compute.shape != (self.n,) or not np.all(np.isfinite(compute)) or np.any(compute < 0):
@@ -149,6 +153,8 @@ class RoundProtocol:
         load = decoder.scheme.load
         arrival = compute + self.delay.delays(round, self.n, self.seed, load) + self.network.latency
         lost = np.asarray(self.delay.lost(round, self.n, self.seed), dtype=bool)
+        if failed is not None:
+            lost = lost | np.asarray(failed, dtype=bool)
         close = self._close(arrival, lost)
         delivered = ~lost & (arrival <= close)
         order = np.argsort(arrival, kind="stable")

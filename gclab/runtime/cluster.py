@@ -22,6 +22,7 @@ class LocalClusterConfig:
     worker_cpus: float = 0.5
     worker_gpus: float = 0.0
     threads_per_actor: int = 1
+    timeout: float = 120.0
     address: str | None = None
 
 
@@ -34,6 +35,8 @@ class RayClusterConfig(LocalClusterConfig):
 class Cluster:
     """How many logical workers, how they are packed into actors, and where Ray runs.
 
+    ``timeout``: seconds the server waits for the remaining actors once the first one
+    answered; later ones are taken as stuck, restarted, and their packets erased.
     ``address=None`` starts a private local Ray bound to loopback without dashboard;
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
     ``ray start`` left on this machine).
@@ -46,6 +49,7 @@ class Cluster:
         worker_cpus: float = 0.5,
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
+        timeout: float = 120.0,
         address: str | None = None,
     ) -> None:
         if not isinstance(workers, int) or workers < 1:
@@ -65,11 +69,16 @@ class Cluster:
             )
         if threads_per_actor < 1:
             raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
+        if not timeout > 0:
+            raise ConfigError(
+                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
+                "server waits for the other actors once the first one answered)."
+            )
         if address is not None and not address.strip():
             raise ConfigError("cluster.address='' is invalid: use null (local) or host:port.")
         self.workers, self.actors = workers, actors
         self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus
-        self.threads_per_actor, self.address = threads_per_actor, address
+        self.threads_per_actor, self.timeout, self.address = threads_per_actor, timeout, address
 
     def groups(self) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible."""

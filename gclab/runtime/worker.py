@@ -8,6 +8,7 @@ virtual clock stays faithful however workers are packed into processes.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from hydra.utils import instantiate
 from gclab.coding.base import Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
 from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
+from gclab.runtime.faults import Faults
 
 
 @dataclass
@@ -34,6 +36,7 @@ class WorkerSpec:
     augment: bool
     threads: int
     num_jobs: int
+    faults: Faults
 
 
 @dataclass
@@ -64,12 +67,25 @@ class WorkerHost:
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
 
     def run_round(
-        self, round: int, state: np.ndarray, plans: Mapping[int, tuple[Task, ...]]
+        self,
+        round: int,
+        state: np.ndarray,
+        plans: Mapping[int, tuple[Task, ...]],
+        retry: bool = False,
     ) -> dict[int, WorkerReport]:
-        """Compute and encode every hosted worker's tasks of ``round`` on weights ``state``."""
+        """Compute and encode the tasks of ``round`` for the hosted workers ``plans`` names.
+
+        ``retry`` marks a recomputation the server asked for during recovery: injected
+        faults (``faults=...``) only hit first attempts.
+        """
         reports = {}
         parts = self.spec.scheme.parts
-        for w in self.workers:
+        for w in plans:
+            fault = None if retry else self.spec.faults.at(round, w)
+            if fault is not None and fault.kind == "crash":
+                os._exit(1)  # the process dies mid-call, as a machine failure would
+            if fault is not None and fault.kind == "stall":
+                time.sleep(fault.seconds)
             start = time.perf_counter()
             self.flat.load_state_vector(state)  # each logical worker starts from the broadcast
             partials, loss_sum, samples = {}, 0.0, 0
@@ -82,6 +98,8 @@ class WorkerHost:
                 partials[task] = grad.numpy()
                 loss_sum, samples = loss_sum + loss, samples + len(y)
             packet = self.encoders[w].encode(round, partials)
+            if fault is not None and fault.kind == "nan":
+                packet = np.full_like(packet, np.nan)
             seconds = time.perf_counter() - start
             reports[w] = WorkerReport(
                 round, packet, seconds, loss_sum, samples, self.flat.buffer_vector().numpy()
@@ -98,12 +116,28 @@ def start_hosts(
     shard_refs: Sequence[ray.ObjectRef],
     cpus: float,
     gpus: float,
+    name: str,
 ) -> list:
-    """Start one actor per group of logical workers; each gets only the shards it needs."""
-    actor_cls = ray.remote(WorkerHost).options(num_cpus=cpus, num_gpus=gpus, max_restarts=0)
+    """Start one named actor per group of logical workers, each with only its shards.
+
+    Ray restarts a dead actor (``max_restarts``) by running ``__init__`` again: it
+    fetches its shards from the object store and starts with fresh encoders.
+    """
+    actor_cls = ray.remote(WorkerHost)
     hosts = []
-    for group in groups:
+    for i, group in enumerate(groups):
         needed = sorted({j for w in group for j in spec.scheme.placement[w]})
-        hosts.append(actor_cls.remote(spec, list(group), {j: shard_refs[j] for j in needed}))
+        actor = actor_cls.options(
+            name=f"{name}-host{i}",
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_restarts=MAX_RESTARTS,
+            max_task_retries=0,
+        )
+        hosts.append(actor.remote(spec, list(group), {j: shard_refs[j] for j in needed}))
     ray.get([h.ready.remote() for h in hosts])
     return hosts
+
+
+#: Restarts of one worker actor before the run gives up on it.
+MAX_RESTARTS = 100

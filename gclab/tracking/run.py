@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from gclab.tracking.artifacts import MetricsFile, save_checkpoint, write_summary
+from gclab.tracking.artifacts import (
+    MetricsFile,
+    atomic_write,
+    load_checkpoint,
+    read_metrics,
+    save_checkpoint,
+    write_summary,
+)
 from gclab.tracking.loggers import Logger
 
 
@@ -15,9 +23,15 @@ class RunRecorder:
     """Accumulates clocks and counters and writes every record to the file and the tracker."""
 
     def __init__(
-        self, run_dir: Path, logger: Logger, target_accuracy: float | None, extra: dict[str, Any]
+        self,
+        run_dir: Path,
+        logger: Logger,
+        target_accuracy: float | None,
+        extra: dict[str, Any],
+        config_text: str,
     ) -> None:
         self.run_dir = run_dir
+        self.config_text = config_text  # the run's config, stored in checkpoints
         self.logger = logger
         self.metrics = MetricsFile(run_dir / "metrics.jsonl")
         self.target_accuracy = target_accuracy
@@ -45,6 +59,7 @@ class RunRecorder:
         train_loss: float,
         wall_seconds: float,
         compute: list[float],
+        faults: dict[str, int],
     ) -> dict[str, Any]:
         """Record round ``r`` from the protocol's outcome and the decoded/applied jobs.
 
@@ -73,6 +88,7 @@ class RunRecorder:
                 "waited": bool(outcome.waited),
                 "decode_ms": decode_ms,
                 "train_loss": train_loss,
+                **faults,
                 "compute_s": compute,
             }
         )
@@ -95,17 +111,50 @@ class RunRecorder:
             }
         )
 
-    def checkpoint(self, r: int, server: Any) -> None:
+    #: Counters restored on resume (everything :meth:`summary` reads).
+    STATE = (
+        "virtual_time", "wall_time", "decode_ms", "waits", "retransmissions", "jobs",
+        "last_eval", "time_to_target",
+    )  # fmt: skip
+
+    def checkpoint(self, r: int, server: Any, protocol: Any) -> None:
+        """Write ``checkpoint.pt`` atomically: the server's state and these counters."""
         save_checkpoint(
             self.run_dir / "checkpoint.pt",
             {
-                "model": server.flat.model.state_dict(),
-                "optimizer": server.optimizer.state_dict(),
-                "scheduler": server.scheduler.state_dict() if server.scheduler else None,
+                **server.state_dict(),
                 "round": r,
-                "next_job": server.next_job,
+                "recorder": {key: getattr(self, key) for key in self.STATE},
+                "protocol": {
+                    "clock": protocol.clock,
+                    "waits": protocol.waits,
+                    "retransmissions": protocol.retransmissions,
+                },
+                "config": self.config_text,
             },
         )
+
+    def resume(self, server: Any, protocol: Any) -> int:
+        """Restore the last checkpoint; returns the first round to run.
+
+        ``metrics.jsonl`` is cut back to the checkpoint's round, so a crash between a
+        checkpoint and the next leaves neither duplicated nor missing rounds.
+        """
+        checkpoint = load_checkpoint(self.run_dir / "checkpoint.pt")
+        server.load_state_dict(checkpoint)
+        for key, value in checkpoint["recorder"].items():
+            setattr(self, key, value)
+        for key, value in checkpoint["protocol"].items():
+            setattr(protocol, key, value)
+        r = checkpoint["round"]
+        self.metrics.close()
+        kept = [rec for rec in read_metrics(self.metrics.path) if rec["round"] <= r]
+        atomic_write(
+            self.metrics.path,
+            lambda tmp: tmp.write_text("".join(json.dumps(rec) + "\n" for rec in kept)),
+        )
+        self.metrics = MetricsFile(self.metrics.path)
+        return r + 1
 
     def summary(self) -> dict[str, Any]:
         decode = np.asarray(self.decode_ms) if self.decode_ms else np.asarray([np.nan])

@@ -1,0 +1,134 @@
+"""The worker actors of a run, and what the server does when they fail.
+
+A round's packets come back through ``ray.wait``. An actor that died (Ray restarts
+it), that is still busy ``timeout`` seconds after the first actor answered (it is
+killed and restarted, so its backlog cannot delay the next round), or a packet with
+non-finite values: all become *failed* packets, which the round protocol treats as
+lost. If the due job needs one, recovery asks :meth:`WorkerPool.refetch`, which has
+the (restarted) worker compute it again.
+
+A stateful encoder (T > 0) restarts empty, so the packets of its first T rounds after
+a restart mix fewer jobs than the decoder expects: they are failed too, and cannot be
+recomputed. The server never decodes from a packet it cannot vouch for.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError
+
+from gclab.coding.base import Plan
+from gclab.network.protocol import RecoveryError
+from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
+
+log = logging.getLogger(__name__)
+
+
+class WorkerPool:
+    """Starts the actors, runs their rounds, and turns their failures into erasures."""
+
+    def __init__(
+        self,
+        spec: WorkerSpec,
+        groups: list[list[int]],
+        shard_refs: Sequence[ray.ObjectRef],
+        cpus: float,
+        gpus: float,
+        timeout: float,
+        name: str,
+    ) -> None:
+        self.groups = groups
+        self.hosts = start_hosts(spec, groups, shard_refs, cpus, gpus, name)
+        self.host_of = {w: i for i, group in enumerate(groups) for w in group}
+        self.T = spec.scheme.T
+        self.n = spec.scheme.n
+        self.timeout = timeout
+        #: Packets of rounds <= unusable_until[w] are failed (fresh encoder after restart).
+        self.unusable_until = np.full(self.n, -1)
+        self.failures = 0
+        self.nonfinite = 0
+
+    def run_round(
+        self, r: int, state_ref: ray.ObjectRef, tasks: Plan
+    ) -> tuple[dict[int, WorkerReport], np.ndarray]:
+        """Every actor's reports for round ``r`` and the mask of failed packets."""
+        calls = {
+            h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
+            for i, (h, g) in enumerate(zip(self.hosts, self.groups))
+        }
+        reports: dict[int, WorkerReport] = {}
+        failed_hosts: list[int] = []
+        first = None
+        while calls:
+            wait = None if first is None else max(0.0, first + self.timeout - time.monotonic())
+            ready, _ = ray.wait(list(calls), num_returns=1, timeout=wait)
+            if not ready:  # stuck past the timeout: restart them and move on
+                for ref, i in calls.items():
+                    log.warning("round %d: worker actor %d is stuck; restarting it", r, i)
+                    ray.cancel(ref, force=False)
+                    ray.kill(self.hosts[i], no_restart=False)
+                    failed_hosts.append(i)
+                break
+            ref = ready[0]
+            i = calls.pop(ref)
+            first = first if first is not None else time.monotonic()
+            try:
+                reports.update(ray.get(ref))
+            except RayActorError as exc:
+                log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
+                failed_hosts.append(i)
+        failed = np.zeros(self.n, dtype=bool)
+        for i in failed_hosts:
+            self._failed_host(i, r)
+            failed[self.groups[i]] = True
+        for w, rep in reports.items():
+            if not _finite(rep.packet):
+                log.warning("round %d: worker %d sent non-finite values; erasing it", r, w)
+                self.nonfinite += 1
+                failed[w] = True
+                if self.T:  # its encoder state is poisoned too: start it afresh
+                    ray.kill(self.hosts[self.host_of[w]], no_restart=False)
+                    self._failed_host(self.host_of[w], r)
+        failed |= self.unusable_until >= r
+        return reports, failed
+
+    def _failed_host(self, i: int, r: int) -> None:
+        self.failures += 1
+        # the restarted actor's first round is r + 1; its packets are whole from r+1+T
+        self.unusable_until[self.groups[i]] = np.maximum(
+            self.unusable_until[self.groups[i]], r + self.T
+        )
+
+    def refetch(self, r: int, w: int, state_ref: ray.ObjectRef, tasks: Plan) -> np.ndarray:
+        """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet)."""
+        if self.T or self.unusable_until[w] > r:
+            raise RecoveryError(
+                f"round {r}: the due job needs worker {w}'s packet, which was lost with its "
+                f"actor and cannot be recomputed (a T={self.T} encoder's state is gone)."
+            )
+        host = self.hosts[self.host_of[w]]
+        try:
+            call = host.run_round.remote(r, state_ref, {w: tasks[w]}, retry=True)
+            report = ray.get(call, timeout=self.timeout)[w]
+        except (RayActorError, GetTimeoutError) as exc:
+            raise RecoveryError(
+                f"round {r}: worker {w} could not recompute its packet ({type(exc).__name__})."
+            ) from exc
+        if not _finite(report.packet):
+            raise RecoveryError(f"round {r}: worker {w} sent non-finite values again.")
+        return report.packet
+
+    def close(self) -> None:
+        for h in self.hosts:
+            ray.kill(h, no_restart=True)
+
+
+def _finite(packet: np.ndarray) -> bool:
+    """One float64-accumulated pass: NaN or Inf anywhere makes the sum non-finite."""
+    return math.isfinite(float(packet.sum(dtype=np.float64)))
