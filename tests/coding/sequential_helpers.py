@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gclab.coding.base import Scheme
+from gclab.network import NetworkConfig, RoundProtocol
 
 
 def job_partials(scheme: Scheme, jobs: int, length: int, seed: int) -> np.ndarray:
@@ -80,3 +81,45 @@ def bursty_mask(rounds: int, n: int, rate: float, burst: float, seed: int) -> np
         u = rng.random(n)
         state = np.where(state, u >= leave_bad, u < enter_bad)
     return out
+
+
+def real_run(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int):
+    """The runtime's loop without Ray: real float64 packets through the same protocol.
+
+    Returns ``(durations, decoded round per job, worst relative error)``.
+    """
+    length = 4
+    grads = job_partials(scheme, jobs, length, seed)
+    protocol = RoundProtocol(network, delay, scheme.n, seed)
+    decoder = scheme.decoder(length)
+    encoders = [scheme.encoder(w) for w in range(scheme.n)]
+    sent: dict[tuple[int, int], np.ndarray] = {}
+    zero = np.zeros(length)
+    durations, decoded_at, worst = [], {}, 0.0
+    for r in range(jobs + scheme.T):
+        plan = decoder.plan(r)
+        for w in range(scheme.n):
+            mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
+            sent[r, w] = encoders[w].encode(r, mine)
+        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: sent[rr, w])
+        for job in out.decodable:
+            got = decoder.decode(job)
+            if job < jobs:
+                truth = grads[job].sum(axis=0)
+                worst = max(worst, float(np.linalg.norm(got - truth) / np.linalg.norm(truth)))
+                decoded_at[job] = r
+        durations.append(out.duration)
+    return np.array(durations), decoded_at, worst
+
+
+def symbolic_decode_rounds(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int):
+    protocol = RoundProtocol(network, delay, scheme.n, seed)
+    decoder = scheme.decoder()
+    decoded_at = {}
+    for r in range(jobs + scheme.T):
+        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: None)
+        for job in out.decodable:
+            decoder.decode(job)
+            if job < jobs:
+                decoded_at[job] = r
+    return decoded_at

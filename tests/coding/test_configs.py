@@ -15,7 +15,7 @@ from gclab.coding.base import Scheme
 SCHEME_DIR = Path(__file__).resolve().parents[2] / "conf" / "scheme"
 NAMES = [
     "uncoded", "ignore_stragglers", "classic_fr", "classic_cr", "cce_cr", "cce_fr",
-    "pipelined_cr", "pipelined_fr",
+    "pipelined_cr", "pipelined_fr", "sr_sgc", "m_sgc",
 ]  # fmt: skip
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sequential_helpers import job_partials
+from sequential_helpers import real_run, symbolic_decode_rounds
 
 from gclab.coding.base import Scheme
 from gclab.coding.classic import ClassicCR
 from gclab.coding.pipelined import PipelinedCR, PipelinedFR
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import NetworkConfig
 from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite
 from gclab.network.gilbert_elliott import GilbertElliott
@@ -17,48 +17,6 @@ from gclab.network.straggler import Straggler
 from gclab.sim.engine import simulate
 
 LOSSY = NetworkConfig(policy="all", rto=1.0)
-
-
-def real_run(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int):
-    """The runtime's loop without Ray: real float64 packets through the same protocol.
-
-    Returns ``(durations, decoded round per job, worst relative error)``.
-    """
-    length = 4
-    grads = job_partials(scheme, jobs, length, seed)
-    protocol = RoundProtocol(network, delay, scheme.n, seed)
-    decoder = scheme.decoder(length)
-    encoders = [scheme.encoder(w) for w in range(scheme.n)]
-    sent: dict[tuple[int, int], np.ndarray] = {}
-    zero = np.zeros(length)
-    durations, decoded_at, worst = [], {}, 0.0
-    for r in range(jobs + scheme.T):
-        plan = decoder.plan(r)
-        for w in range(scheme.n):
-            mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
-            sent[r, w] = encoders[w].encode(r, mine)
-        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: sent[rr, w])
-        for job in out.decodable:
-            got = decoder.decode(job)
-            if job < jobs:
-                truth = grads[job].sum(axis=0)
-                worst = max(worst, float(np.linalg.norm(got - truth) / np.linalg.norm(truth)))
-                decoded_at[job] = r
-        durations.append(out.duration)
-    return np.array(durations), decoded_at, worst
-
-
-def symbolic_decode_rounds(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int):
-    protocol = RoundProtocol(network, delay, scheme.n, seed)
-    decoder = scheme.decoder()
-    decoded_at = {}
-    for r in range(jobs + scheme.T):
-        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: None)
-        for job in out.decodable:
-            decoder.decode(job)
-            if job < jobs:
-                decoded_at[job] = r
-    return decoded_at
 
 
 PIPELINED = [PipelinedCR(8, 1, 2), PipelinedFR(8, 1, 2), PipelinedCR(6, 2, 1)]
