@@ -2,9 +2,13 @@
 
 n=16, s=3, l=11.2M float32 (ResNet-18): each scheme's decoder is warmed on the straggler
 set (so the weights are cached, as in training), then a fresh round's packets are
-received and ``decode`` is timed; beside it ``torch.stack(received).sum(0)`` on the same
-packets. Then the first-time coefficient solve (weights + residual check) for new
-straggler sets at n=256, s=15. Best of ``--repeats`` runs; prints Markdown tables.
+received and ``decode`` is timed; beside it ``torch.stack(...).sum(0)`` on as many
+gradient-length vectors as the decode reads. Sequential schemes (T > 0) decode job
+``r − T`` after round ``r``: pipelined ones from 13 packets and T earlier decoded jobs,
+SR-SGC from its 13 GC packets, M-SGC (no stragglers: permanent ones break its model)
+from its n(W−1) D1 chunks and B·(n−λ) D2 slots. Then the first-time coefficient solve
+(weights + residual check) for new straggler sets at n=256, s=15 (pipelined: a new
+erasure pattern over the T+1 rounds of a window). Best of ``--repeats`` runs.
 
     python bench/decode_speed.py [--quick]
 """
@@ -12,14 +16,17 @@ straggler sets at n=256, s=15. Best of ``--repeats`` runs; prints Markdown table
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
 import torch
 
-from gclab.coding.base import LinearScheme
+from gclab.coding.base import LinearScheme, Scheme
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
+from gclab.coding.pipelined import PipelinedCR, PipelinedFR
+from gclab.coding.sgc import MSGC, SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import DecodeError
 
@@ -29,9 +36,16 @@ def best_of(repeats: int, run) -> float:
     return min(run() for _ in range(repeats))
 
 
-def decode_time(scheme: LinearScheme, length: int, stragglers: set[int], repeats: int) -> tuple:
+def vectors_read(scheme: Scheme, received: int) -> int:
+    """Gradient-length vectors one decode reads (M-SGC: its D1 chunks and D2 slots)."""
+    if isinstance(scheme, MSGC):
+        return scheme.n * (scheme.W - 1) + scheme.groups * (scheme.n - scheme.lam)
+    return received
+
+
+def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int) -> tuple:
     """(decode seconds, plain-sum seconds) on the same received packets."""
-    size = -(-length // scheme.m)
+    size = math.ceil(length * scheme.packet_fraction)
     rng = np.random.default_rng(0)
     received = {
         w: rng.standard_normal(size, dtype=np.float32)
@@ -45,12 +59,16 @@ def decode_time(scheme: LinearScheme, length: int, stragglers: set[int], repeats
         round = next(counter)
         for w, packet in received.items():
             decoder.receive(round, w, packet)
+        if round < scheme.T:
+            return decode()
         start = time.perf_counter()
-        decoder.decode(round)
+        decoder.decode(round - scheme.T)
         return time.perf_counter() - start
 
     decode()  # first time: solve and cache this pattern's weights
-    tensors = [torch.from_numpy(p) for p in received.values()]
+    plain = -(-length // getattr(scheme, "m", 1))
+    vector = rng.standard_normal(plain, dtype=np.float32)
+    tensors = [torch.from_numpy(vector.copy()) for _ in range(vectors_read(scheme, len(received)))]
 
     def plain() -> float:
         start = time.perf_counter()
@@ -60,16 +78,30 @@ def decode_time(scheme: LinearScheme, length: int, stragglers: set[int], repeats
     return best_of(repeats, decode), best_of(repeats, plain)
 
 
-def solve_time(scheme: LinearScheme, patterns: int) -> tuple[float, int]:
-    """(mean seconds of a first-time weights + residual solve, residual-check failures)."""
+def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
+    """(mean seconds of a first-time weights + residual solve, residual-check failures).
+
+    Static codes: ``checked_weights`` of a new survivor set. Pipelined codes: the first
+    ``decodable()`` of a fresh decoder fed a new pattern of ``s`` losses in each of the
+    ``T + 1`` rounds of a window (equations, job-space solve, residual check).
+    """
     rng = np.random.default_rng(1)
     total, failed = 0.0, 0
     for _ in range(patterns):
-        stragglers = set(rng.choice(scheme.n, scheme.s, replace=False).tolist())
-        survivors = tuple(w for w in rng.permutation(scheme.n).tolist() if w not in stragglers)
+        rounds = []
+        for _ in range(scheme.T + 1):
+            out = set(rng.choice(scheme.n, scheme.s, replace=False).tolist())
+            rounds.append(tuple(w for w in rng.permutation(scheme.n).tolist() if w not in out))
         start = time.perf_counter()
         try:
-            scheme.checked_weights(survivors)
+            if isinstance(scheme, LinearScheme):
+                scheme.checked_weights(rounds[0])
+            else:
+                decoder = scheme.decoder()
+                for r, survivors in enumerate(rounds):
+                    for w in survivors:
+                        decoder.receive(r, w, None)
+                decoder.decodable()
         except DecodeError:
             failed += 1
         total += time.perf_counter() - start
@@ -91,15 +123,19 @@ def main() -> None:
         ClassicCR(n, s, construction="tandon"),
         CCECR(n, s, 2),
         CCEFR(n, s, 5),
+        PipelinedCR(n, s, 2),
+        PipelinedFR(n, s, 2),
+        SRSGC(n, 1, 2, 6),  # s = 3
+        MSGC(n, 1, 2, 3),
     ]
     print(f"n={n}, s={s}, l={length:,} float32, torch threads={torch.get_num_threads()}\n")
-    print("| scheme | packets | decode (ms) | plain sum (ms) | ratio |")
+    print("| scheme | vectors read | decode (ms) | plain sum (ms) | ratio |")
     print("|---|---|---|---|---|")
     for scheme in schemes:
-        out = set() if isinstance(scheme, Uncoded) else stragglers
+        out = set() if isinstance(scheme, Uncoded | MSGC) else stragglers
         ours, plain = decode_time(scheme, length, out, repeats)
         times = f"{ours * 1e3:.0f} | {plain * 1e3:.0f} | {ours / plain:.2f}"
-        print(f"| {scheme.describe()} | {n - len(out)} | {times} |")
+        print(f"| {scheme.describe()} | {vectors_read(scheme, n - len(out))} | {times} |")
     print("\nFirst-time coefficient solve for a new straggler set, n=256 (mean of 20):\n")
     print("| scheme | construction (s) | solve (ms) | residual-check failures |")
     print("|---|---|---|---|")
@@ -109,6 +145,8 @@ def main() -> None:
         lambda: CCECR(256, 15, 2),
         lambda: CCEFR(256, 14, 2),
         lambda: ClassicCR(256, 15, construction="tandon"),
+        lambda: PipelinedCR(256, 15, 2),
+        lambda: PipelinedFR(256, 15, 2),
     ):
         start = time.perf_counter()
         scheme = make()

@@ -55,7 +55,7 @@ def fitted_slope(region: str) -> float:
 
 def settings(name: str, max_s: int) -> list[Params]:
     cfg = compose("sim", overrides=[f"scheme={name}", f"cluster.workers={N}"])
-    return [p for p in grid(cfg.scheme, N) if p.get("s", 0) <= max_s]
+    return [p for p in grid(cfg.scheme, N) if code_size(p) <= max_s]
 
 
 def build(name: str, params: Params) -> object:
@@ -109,6 +109,12 @@ def main() -> None:
             )
     if skipped:
         print(f"\nnot yet available (config or grid missing): {', '.join(skipped)}")
+
+
+def code_size(params: Params) -> int:
+    """The cyclic code a setting builds: ``s``, or ``λ`` for ``m_sgc``/``sr_sgc`` (whose GC
+    code has ``λ``, resp. ``⌈Bλ/(W−1+B)⌉ <= λ`` stragglers), bounded by ``--max-s``."""
+    return params.get("s", params.get("lam", 0))
 
 
 if __name__ == "__main__":

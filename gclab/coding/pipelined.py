@@ -372,11 +372,17 @@ class StreamDecoder(Decoder):
             per_block.append(terms)
         if self.scheme.T == 0:  # nothing refers to this job later: one combine over all
             return self._apply(sorted((t for b in per_block for t in b), key=lambda t: t[0]))
-        total = None
+        blocks = []
         for values, terms in zip(self.values, per_block):
-            value = self._apply(terms)
-            values[first + col] = value
-            total = value.copy() if total is None else total + value
+            values[first + col] = self._apply(terms)
+            blocks.append(values[first + col])
+        if len(blocks) == 1:  # CR: no extra pass; read-only, the decoder still uses it
+            view = blocks[0].view()
+            view.flags.writeable = False
+            return view
+        total = blocks[0] + blocks[1]
+        for value in blocks[2:]:
+            total += value
         return total
 
     def _apply(self, terms: list) -> np.ndarray:

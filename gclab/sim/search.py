@@ -38,11 +38,36 @@ def _fr_s(n: int) -> list[Params]:
     return [{"s": s} for s in range(1, n) if n % (s + 1) == 0]
 
 
+def _sr_sgc(n: int) -> list[Params]:
+    """The SGC paper's SR-SGC grid: ``B <= 4``, ``W = B+1, 2B+1``, every ``λ``.
+
+    An SR-SGC run depends on ``(B, s)`` only (``s = ⌈Bλ/(W−1+B)⌉``; ``W`` and ``λ``
+    enter just the model predicate), so one ``(W, λ)`` per ``(B, s)`` is kept.
+    """
+    seen, out = set(), []
+    for B in range(1, 5):
+        for W in (B + 1, 2 * B + 1):
+            for lam in range(1, n + 1):
+                key = (B, -(-B * lam // (W - 1 + B)))
+                if key not in seen and key[1] < n:
+                    seen.add(key)
+                    out.append({"B": B, "W": W, "lam": lam})
+    return out
+
+
+def _m_sgc(n: int) -> list[Params]:
+    """The SGC paper's M-SGC grid: ``1 <= B < W``, ``W − 1 + B <= 4`` (delay ``T <= 3``)."""
+    pairs = [(B, W) for W in range(2, 5) for B in range(1, W) if W - 1 + B <= 4]
+    return [{"B": B, "W": W, "lam": lam} for B, W in pairs for lam in range(1, n + 1)]
+
+
 GRIDS: dict[str, Callable[[int], list[Params]]] = {
     "uncoded": lambda n: [{}],
     "classic_cr": _every_s,
     "classic_fr": _fr_s,
     "ignore_stragglers": _every_s,
+    "sr_sgc": _sr_sgc,
+    "m_sgc": _m_sgc,
 }
 
 
