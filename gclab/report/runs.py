@@ -1,0 +1,300 @@
+"""Reading a Hydra sweep folder: one :class:`Run` per job directory.
+
+A job directory holds ``.hydra/{config,hydra,overrides}.yaml`` (written before the job
+starts) and, once the job has finished, ``summary.json``; a training run also leaves
+``metrics.jsonl``, a simulator run ``rounds.csv``. A job without a readable
+``summary.json`` failed (or is still running). It is kept, with the first line of its
+``error.txt`` when the app wrote one, so that a report never silently drops a run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+TRAIN, SIM, UNKNOWN = "train", "sim", "unknown"
+#: ``hydra.job.name`` of each app, to tell a failed job's kind when no output file says it.
+JOB_NAMES = {"gclab": TRAIN, "gclab.sim": SIM}
+#: Delay models (``_target_`` class names) that never lose a packet: loss rate 0.
+LOSSLESS = {"DelayModel", "Straggler", "Trace"}
+#: Delay-model fields that set the loss rate; overrides of them form a sweep's loss axis.
+LOSS_FIELDS = {
+    "p",
+    "loss_rate",
+    "burst_length",
+    "p_good_bad",
+    "p_bad_good",
+    "loss_good",
+    "loss_bad",
+}
+
+
+class SweepError(Exception):
+    """The path is not a Hydra sweep folder (the message says what it is instead)."""
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for null, NaN, text and unresolved interpolations."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def loss_rate(delay: Any) -> float | None:
+    """Mean probability that a transmission is lost under a ``delay`` config, if known.
+
+    Bernoulli: ``p``; Gilbert–Elliott: ``loss_rate``, or the chain's stationary mix of
+    ``loss_good``/``loss_bad``; composite: lost if either part loses it; models without
+    loss: 0. None when the model is unknown or a value is missing.
+    """
+    if not isinstance(delay, Mapping):
+        return None
+    parts = [delay[key] for key in ("compute", "loss") if isinstance(delay.get(key), Mapping)]
+    if parts:
+        rates = [loss_rate(part) for part in parts]
+        if any(rate is None for rate in rates):
+            return None
+        return 1.0 - math.prod(1.0 - rate for rate in rates)
+    for key in ("p", "loss_rate"):
+        if delay.get(key) is not None:
+            return _number(delay[key])
+    good_bad, bad_good = _number(delay.get("p_good_bad")), _number(delay.get("p_bad_good"))
+    if good_bad is not None and bad_good is not None and good_bad + bad_good > 0:
+        bad = good_bad / (good_bad + bad_good)
+        loss_good, loss_bad = (
+            _number(delay.get("loss_good", 0.0)),
+            _number(delay.get("loss_bad", 1.0)),
+        )
+        if loss_good is None or loss_bad is None:
+            return None
+        return bad * loss_bad + (1.0 - bad) * loss_good
+    return 0.0 if str(delay.get("_target_", "")).rsplit(".", 1)[-1] in LOSSLESS else None
+
+
+def is_loss_key(key: str) -> bool:
+    """Whether an override sets the delay model or its loss rate (the sweep's loss axis)."""
+    return key == "delay" or (key.startswith("delay") and key.rsplit(".", 1)[-1] in LOSS_FIELDS)
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """``'+scheme.s=2'`` -> ``('scheme.s', '2')``; a deletion ``'~key'`` has value ``''``."""
+    key, _, value = text.partition("=")
+    return key.lstrip("+~"), value
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl``; a torn line (a crash mid-write) is skipped."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
+
+
+def _load_yaml(path: Path) -> Any:
+    """A YAML file as plain containers, interpolations left as text (never resolved)."""
+    if not path.is_file():
+        return {}
+    return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+
+
+@dataclass
+class Run:
+    """One job of a sweep: its overrides, config, outputs, or why it has none."""
+
+    job: str  # the job directory, relative to the sweep folder
+    path: Path
+    num: int | None  # hydra.job.num
+    overrides: dict[str, str]
+    choices: dict[str, str]  # hydra.runtime.choices: config group -> option
+    config: dict[str, Any]
+    kind: str  # TRAIN, SIM or UNKNOWN
+    summary: dict[str, Any] | None
+    error: str | None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.summary is None
+
+    @property
+    def scheme(self) -> str:
+        """The scheme's config option (``classic_cr``), else whatever the summary calls it."""
+        return self.choices.get("scheme") or str((self.summary or {}).get("scheme", "?"))
+
+    @property
+    def loss_rate(self) -> float | None:
+        return loss_rate(self.config.get("delay"))
+
+    @property
+    def total_time(self) -> float | None:
+        """Seconds on the virtual clock at the end (training and simulator alike)."""
+        summary = self.summary or {}
+        key = "total_virtual_time" if self.kind == TRAIN else "total_time"
+        return _number(summary.get(key))
+
+    def evaluations(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(virtual_time, test_accuracy)`` of every evaluation with both values."""
+        points = [
+            (_number(r.get("virtual_time")), _number(r.get("test_accuracy")))
+            for r in self.records
+            if r.get("kind") == "eval"
+        ]
+        points = [p for p in points if None not in p]
+        return np.asarray([t for t, _ in points]), np.asarray([a for _, a in points])
+
+    def decode_ms(self) -> np.ndarray:
+        """Decode latency (ms) of the rounds that decoded a job (as the summary counts them)."""
+        values = [
+            _number(r.get("decode_ms"))
+            for r in self.records
+            if r.get("kind") == "round" and r.get("jobs_decoded", 1)
+        ]
+        return np.asarray([v for v in values if v is not None])
+
+
+def _read_summary(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    file = path / "summary.json"
+    if not file.is_file():
+        return None, None
+    try:
+        summary = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        return None, f"unreadable summary.json: {exc}"
+    return (summary, None) if isinstance(summary, dict) else (None, "summary.json is not a dict")
+
+
+def _error_line(path: Path) -> str | None:
+    file = path / "error.txt"
+    if not file.is_file():
+        return None
+    lines = [line.strip() for line in file.read_text(encoding="utf-8").splitlines()]
+    return next((line for line in lines if line), None)
+
+
+def _kind(path: Path, summary: dict[str, Any] | None, job_name: Any) -> str:
+    """Training or simulator run, by the files present, then the summary, then the job name."""
+    if (path / "metrics.jsonl").is_file() or "total_virtual_time" in (summary or {}):
+        return TRAIN
+    if (path / "rounds.csv").is_file() or "total_time" in (summary or {}):
+        return SIM
+    return JOB_NAMES.get(str(job_name), UNKNOWN)
+
+
+def load_run(sweep: Path, path: Path) -> Run:
+    """Read one job directory; never raises for missing or broken outputs."""
+    hydra = _load_yaml(path / ".hydra" / "hydra.yaml").get("hydra", {})
+    job = hydra.get("job", {})
+    summary, problem = _read_summary(path)
+    num = job.get("num")
+    return Run(
+        job=path.relative_to(sweep).as_posix(),
+        path=path,
+        num=num if isinstance(num, int) else None,
+        overrides=dict(
+            parse_override(str(o)) for o in _load_yaml(path / ".hydra" / "overrides.yaml") or []
+        ),
+        choices={k: str(v) for k, v in hydra.get("runtime", {}).get("choices", {}).items()},
+        config=_load_yaml(path / ".hydra" / "config.yaml"),
+        kind=_kind(path, summary, job.get("name")),
+        summary=summary,
+        error=_error_line(path) or problem,
+        records=read_records(path / "metrics.jsonl"),
+    )
+
+
+@dataclass
+class Sweep:
+    """The runs of one sweep folder, in job order, and what varies between them."""
+
+    path: Path
+    runs: list[Run]
+
+    @property
+    def varying(self) -> list[str]:
+        """Override keys whose value differs between runs (or that some runs lack)."""
+        keys = list(dict.fromkeys(k for run in self.runs for k in run.overrides))
+        return [k for k in keys if len({run.overrides.get(k) for run in self.runs}) > 1]
+
+    @property
+    def common(self) -> list[str]:
+        """Overrides every run shares, as ``key=value``."""
+        first = self.runs[0].overrides
+        return [f"{k}={v}" for k, v in first.items() if k not in self.varying]
+
+    def numeric_loss(self) -> bool:
+        """Whether finished runs span two or more loss rates (a loss-rate x axis makes sense)."""
+        return len({run.loss_rate for run in self.runs if not run.failed} - {None}) > 1
+
+    def series_keys(self) -> list[str]:
+        """What tells one curve from another: varying overrides, minus the x axis.
+
+        Against the loss rate, every varying override that does not set it; otherwise
+        only the scheme's (the rest become categories, :meth:`category_keys`).
+        """
+        if self.numeric_loss():
+            return [k for k in self.varying if not is_loss_key(k)]
+        return [k for k in self.varying if k == "scheme" or k.startswith("scheme.")]
+
+    def category_keys(self) -> list[str]:
+        return [k for k in self.varying if k not in self.series_keys()]
+
+    def series(self, run: Run) -> str:
+        """Curve label: the scheme option, then its other distinguishing overrides."""
+        extra = [
+            f"{k.removeprefix('scheme.')}={short(run.overrides.get(k, '–'))}"
+            for k in self.series_keys()
+            if k != "scheme"
+        ]
+        return f"{run.scheme} ({', '.join(extra)})" if extra else run.scheme
+
+    def category(self, run: Run) -> str:
+        """Bar-group label: the category overrides' values (with their keys when several)."""
+        keys = self.category_keys()
+        if len(keys) == 1:
+            return short(run.overrides.get(keys[0], "–"))
+        return "\n".join(f"{k}={short(run.overrides.get(k, '–'))}" for k in keys) or "all runs"
+
+
+def short(value: str) -> str:
+    """An override value for a label: a path becomes its file name without extension."""
+    return Path(value).stem if "/" in value else value
+
+
+def _order(run: Run) -> tuple[int, str]:
+    return (run.num if run.num is not None else 1 << 30, run.job)
+
+
+def load_sweep(path: Path) -> Sweep:
+    """Every job directory under a sweep folder; :class:`SweepError` if it is not one."""
+    if not path.is_dir():
+        raise SweepError(f"{path} is not a directory")
+    if (path / ".hydra").is_dir():
+        raise SweepError(
+            f"{path} is a single run's directory; give the sweep folder that holds the runs "
+            "of a `-m` sweep (multirun/<date>/<time>)"
+        )
+    if not (path / "multirun.yaml").is_file():
+        nested = sorted(p.parent.as_posix() for p in path.rglob("multirun.yaml"))
+        if nested:
+            raise SweepError(f"{path} holds sweeps, not runs; give one of: {', '.join(nested)}")
+    jobs = sorted({p.parent.parent for p in path.rglob(".hydra/overrides.yaml")})
+    if not jobs:
+        raise SweepError(
+            f"{path} is not a Hydra sweep folder: no job directory (<job>/.hydra/overrides.yaml) "
+            "under it"
+        )
+    return Sweep(path, sorted((load_run(path, job) for job in jobs), key=_order))

@@ -1,0 +1,150 @@
+"""A sweep as ``summary.csv`` (every number, exact) and a Markdown table (the ones to read).
+
+The CSV has one row per run: who it is (job, kind, status, error, overrides, scheme,
+delay model, loss rate) followed by every scalar of its ``summary.json``, so a script
+can pick any column without re-reading the job folders. The Markdown table keeps the
+columns a reader compares, rounded, with the overrides all runs share stated once above
+it; failed runs stay in it, marked with their error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gclab.report.runs import SIM, TRAIN, Run, Sweep
+
+IDENTITY = ("job", "kind", "status", "error", "overrides", "scheme", "delay", "loss_rate")
+
+
+def status(run: Run) -> str:
+    if not run.failed:
+        return "ok"
+    return f"failed: {run.error}" if run.error else "failed: no summary.json"
+
+
+def _cell(value: Any) -> Any:
+    """CSV cell: empty for null/NaN, JSON for containers, the value itself otherwise."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def write_csv(sweep: Sweep, path: Path) -> None:
+    """``summary.csv``: identity columns, then the union of the runs' summary keys."""
+    keys = list(
+        dict.fromkeys(k for run in sweep.runs for k in (run.summary or {}) if k not in IDENTITY)
+    )
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow((*IDENTITY, *keys))
+        for run in sweep.runs:
+            identity = (
+                run.job,
+                run.kind,
+                "ok" if not run.failed else "failed",
+                run.error,
+                " ".join(f"{k}={v}" for k, v in run.overrides.items()),
+                (run.summary or {}).get("scheme", run.scheme),
+                run.choices.get("delay"),
+                run.loss_rate,
+            )
+            summary = run.summary or {}
+            writer.writerow([_cell(v) for v in (*identity, *(summary.get(k) for k in keys))])
+
+
+def _number(spec: str) -> Callable[[Any], str]:
+    """Formatter for a number with a format ``spec``; '–' for null, NaN and non-numbers."""
+
+    def format_value(value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return "–"
+        return format(value, spec) if math.isfinite(value) else "–"
+
+    return format_value
+
+
+def _integer(value: Any) -> str:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else "–"
+
+
+def _time_to_target(summary: dict[str, Any]) -> str:
+    if summary.get("target_accuracy") is None:
+        return "–"
+    seconds = summary.get("time_to_target")
+    return "not reached" if seconds is None else _number(".2f")(seconds)
+
+
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def _key(name: str, format_value: Callable[[Any], str]) -> Callable[[dict[str, Any]], str]:
+    return lambda summary: format_value(summary.get(name))
+
+
+#: Markdown columns per kind of run: header, and how to show it from ``summary.json``.
+COLUMNS: dict[str, list[Column]] = {
+    TRAIN: [
+        ("final accuracy", _key("test_accuracy", _number(".4f"))),
+        ("time to target (s)", _time_to_target),
+        ("total virtual time (s)", _key("total_virtual_time", _number(".2f"))),
+        ("decode ms mean", _key("decode_ms_mean", _number(".2f"))),
+        ("decode ms p95", _key("decode_ms_p95", _number(".2f"))),
+        ("waits", _key("waits", _integer)),
+        ("retransmissions", _key("retransmissions", _integer)),
+    ],
+    SIM: [
+        ("total time (s)", _key("total_time", _number(".2f"))),
+        ("waits", _key("waits", _integer)),
+        ("retransmissions", _key("retransmissions", _integer)),
+        ("load", _key("load", _number(".6f"))),
+        ("jobs", _key("jobs", _integer)),
+    ],
+}
+TITLES = {TRAIN: "Training runs", SIM: "Simulator runs"}
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(sweep: Sweep) -> str:
+    """One table per kind of run (a sweep normally has one), one row per run."""
+    varying = sweep.varying or list(sweep.runs[0].overrides)
+    lines = [f"# Sweep `{sweep.path}`", ""]
+    if sweep.common and sweep.varying:
+        lines += ["Common to all runs: " + " ".join(f"`{o}`" for o in sweep.common), ""]
+    kinds = [k for k in (TRAIN, SIM) if any(r.kind == k for r in sweep.runs)] or [TRAIN]
+    for kind in kinds:
+        # A failed job that no file identifies is listed with the sweep's other runs.
+        runs = [r for r in sweep.runs if (r.kind if r.kind in kinds else kinds[0]) == kind]
+        columns = COLUMNS[kind]
+        header = [
+            "job",
+            "overrides",
+            "scheme",
+            "loss rate",
+            *(name for name, _ in columns),
+            "status",
+        ]
+        lines += [f"## {TITLES[kind]}", "", "| " + " | ".join(header) + " |"]
+        lines.append("|" + "|".join("---" for _ in header) + "|")
+        for run in runs:
+            summary = run.summary or {}
+            cells = [
+                run.job,
+                " ".join(f"{k}={run.overrides[k]}" for k in varying if k in run.overrides),
+                str(summary.get("scheme", run.scheme)),
+                _number("g")(run.loss_rate),
+                *(show(summary) if summary else "–" for _, show in columns),
+                status(run),
+            ]
+            lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

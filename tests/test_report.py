@@ -1,0 +1,362 @@
+"""``python -m gclab.report``: real sweeps through both CLIs, and hand-made job folders.
+
+The end-to-end tests run small Hydra sweeps as a user would (subprocesses) and check that
+every number in ``summary.csv`` and ``summary.md`` is the run's own ``summary.json``
+value, that failed jobs are listed, and that the plots are real PNGs. The unit tests
+build job folders by hand for what real sweeps rarely produce: runs without
+evaluations, null/NaN values, torn metrics files, unknown delay models.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from matplotlib.image import imread
+
+import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
+from gclab import CONF_DIR
+from gclab.report import SweepError, load_sweep, write_report
+from gclab.report.runs import loss_rate
+from tests.conftest import compose_config
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REPO = CONF_DIR.parent
+
+
+def cli(module: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True, text=True, timeout=240, cwd=cwd, env=env,
+    )  # fmt: skip
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def markdown_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of every Markdown table in the file, keyed by their table's header."""
+    rows, header = [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if header is None:
+            header = cells
+        elif not line.startswith("|---"):
+            rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def summary_of(sweep: Path, job: str) -> dict[str, Any]:
+    return json.loads((sweep / job / "summary.json").read_text())
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 10_000, path
+    height, width, _ = imread(path).shape
+    assert height > 300 and width > 400
+
+
+def assert_csv_matches(sweep: Path, rows: list[dict[str, str]], keys: tuple[str, ...]) -> None:
+    for row in rows:
+        if row["status"] != "ok":
+            continue
+        summary = summary_of(sweep, row["job"])
+        for key in keys:
+            value = summary[key]
+            assert (row[key] == "") if value is None else (float(row[key]) == value), (row, key)
+
+
+# --- real sweeps through the command line ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_simulator_sweep_report_matches_the_runs(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = cli(
+        "gclab.sim", "-m", "scheme=uncoded,classic_cr", "delay=bernoulli", "delay.p=0,0.1",
+        "network.policy=all", "cluster.workers=8", "sim.jobs=50", f"hydra.sweep.dir={sweep}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = cli("gclab.report", str(sweep), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "4 runs (0 failed)" in proc.stdout
+
+    rows = read_csv(sweep / "summary.csv")
+    assert [r["job"] for r in rows] == ["0", "1", "2", "3"]
+    assert [r["kind"] for r in rows] == ["sim"] * 4
+    assert [float(r["loss_rate"]) for r in rows] == [0.0, 0.1, 0.0, 0.1]
+    assert_csv_matches(sweep, rows, ("total_time", "waits", "retransmissions", "load", "jobs"))
+
+    table = markdown_rows(sweep / "summary.md")
+    assert [r["overrides"] for r in table] == [
+        "scheme=uncoded delay.p=0", "scheme=uncoded delay.p=0.1",
+        "scheme=classic_cr delay.p=0", "scheme=classic_cr delay.p=0.1",
+    ]  # fmt: skip
+    for row in table:
+        summary = summary_of(sweep, row["job"])
+        assert row["total time (s)"] == f"{summary['total_time']:.2f}"
+        assert row["waits"] == str(summary["waits"])
+        assert row["retransmissions"] == str(summary["retransmissions"])
+        assert row["load"] == f"{summary['load']:.6f}" and row["status"] == "ok"
+    assert summary_of(sweep, "1")["total_time"] > 0  # loss costs time: the plot is not flat
+    assert_png(sweep / "total_time.png")
+    assert not (sweep / "accuracy_vs_time.png").exists()  # no training, no accuracy
+
+
+@pytest.mark.slow
+def test_simulator_sweep_with_an_invalid_job_still_reports_the_others(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    cli(
+        "gclab.sim", "-m", "scheme=classic_fr", "delay=bernoulli", "delay.p=0.1,1.5",
+        "cluster.workers=8", "sim.jobs=20", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
+    assert (sweep / "0" / "summary.json").is_file()
+    assert not (sweep / "1" / "summary.json").exists()  # delay.p=1.5 is rejected
+    out = tmp_path / "report"
+    proc = cli("gclab.report", str(sweep), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 runs (1 failed)" in proc.stdout
+    rows = read_csv(out / "summary.csv")
+    assert [r["status"] for r in rows] == ["ok", "failed"]
+    assert rows[1]["total_time"] == ""
+    assert_csv_matches(sweep, rows, ("total_time", "waits", "retransmissions"))
+    table = markdown_rows(out / "summary.md")
+    assert table[0]["status"] == "ok" and table[1]["status"].startswith("failed")
+    assert table[1]["total time (s)"] == "–"
+    assert_png(out / "total_time.png")
+    assert not (sweep / "summary.csv").exists()  # --out leaves the sweep folder alone
+
+
+@pytest.mark.slow
+def test_training_sweep_report_matches_summaries_and_metrics(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    proc = cli(
+        "gclab", "-m", "experiment=smoke", "scheme=uncoded,classic_fr", "delay=bernoulli",
+        "delay.p=0,0.1,1.5", "cluster.workers=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = cli("gclab.report", str(sweep))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "6 runs (2 failed)" in proc.stdout
+
+    rows = read_csv(sweep / "summary.csv")
+    assert [r["status"] for r in rows] == ["ok", "ok", "failed"] * 2
+    assert all(r["kind"] == "train" for r in rows)
+    keys = ("test_accuracy", "total_virtual_time", "decode_ms_mean", "decode_ms_p95", "waits")
+    assert_csv_matches(sweep, rows, (*keys, "retransmissions"))
+    for row in rows[:2] + rows[3:5]:
+        records = [json.loads(line) for line in (sweep / row["job"] / "metrics.jsonl").open()]
+        evals = [r for r in records if r["kind"] == "eval"]
+        assert float(row["test_accuracy"]) == evals[-1]["test_accuracy"]
+        assert float(row["total_virtual_time"]) == pytest.approx(records[-1]["virtual_time"])
+
+    table = markdown_rows(sweep / "summary.md")
+    for row in table:
+        if row["status"] != "ok":
+            assert "delay.p=1.5 is invalid" in row["status"]  # the job's error.txt
+            continue
+        summary = summary_of(sweep, row["job"])
+        assert row["final accuracy"] == f"{summary['test_accuracy']:.4f}"
+        assert row["total virtual time (s)"] == f"{summary['total_virtual_time']:.2f}"
+        assert row["decode ms p95"] == f"{summary['decode_ms_p95']:.2f}"
+        assert row["waits"] == str(summary["waits"])
+    for name in ("accuracy_vs_time.png", "total_time.png", "decode_latency.png"):
+        assert_png(sweep / name)
+
+
+def test_report_refuses_what_is_not_a_sweep(tmp_path: Path) -> None:
+    proc = cli("gclab.report", str(tmp_path / "missing"))
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("gclab.report: error:") and "not a directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    with pytest.raises(SweepError, match="not a Hydra sweep folder"):
+        load_sweep(tmp_path)
+    job(tmp_path / "run", [])
+    with pytest.raises(SweepError, match="single run"):
+        load_sweep(tmp_path / "run")
+    for name in ("a", "b"):
+        job(tmp_path / "day" / name / "0", [])
+        (tmp_path / "day" / name / "multirun.yaml").write_text("{}")
+    with pytest.raises(SweepError, match="holds sweeps"):
+        load_sweep(tmp_path / "day")
+
+
+# --- hand-made job folders ---------------------------------------------------------------
+
+
+def job(
+    path: Path,
+    overrides: list[str],
+    *,
+    name: str = "gclab",
+    num: int = 0,
+    choices: dict[str, str] | None = None,
+    config: dict[str, Any] | None = None,
+    summary: dict[str, Any] | None = None,
+    metrics: str | None = None,
+    error: str | None = None,
+) -> Path:
+    """A job directory laid out as Hydra and the apps write it."""
+    hydra = path / ".hydra"
+    hydra.mkdir(parents=True)
+    (hydra / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    (hydra / "config.yaml").write_text(yaml.safe_dump(config or {}))
+    meta = {"job": {"name": name, "num": num}, "runtime": {"choices": choices or {}}}
+    (hydra / "hydra.yaml").write_text(yaml.safe_dump({"hydra": meta}))
+    if summary is not None:
+        (path / "summary.json").write_text(json.dumps(summary))
+    if metrics is not None:
+        (path / "metrics.jsonl").write_text(metrics)
+    if error is not None:
+        (path / "error.txt").write_text(error)
+    return path
+
+
+BERNOULLI = "gclab.network.bernoulli.Bernoulli"
+
+
+def training_job(sweep: Path, num: int, scheme: str, p: float, **kwargs: Any) -> Path:
+    return job(
+        sweep / str(num), [f"scheme={scheme}", f"delay.p={p}"], num=num,
+        choices={"scheme": scheme, "delay": "bernoulli"},
+        config={"delay": {"_target_": BERNOULLI, "p": p}}, **kwargs,
+    )  # fmt: skip
+
+
+def records(*items: dict[str, Any]) -> str:
+    return "".join(json.dumps(item) + "\n" for item in items)
+
+
+def test_runs_without_evaluations_and_with_null_values(tmp_path: Path) -> None:
+    rounds = records(
+        {"kind": "round", "round": 0, "jobs_decoded": 1, "virtual_time": 0.5, "decode_ms": 2.0},
+        {"kind": "round", "round": 1, "jobs_decoded": 0, "virtual_time": 1.0, "decode_ms": 0.0},
+        {"kind": "round", "round": 2, "jobs_decoded": 1, "virtual_time": 1.5, "decode_ms": None},
+    )
+    nulls = {"scheme": "uncoded", "test_accuracy": None, "target_accuracy": 0.5,
+             "time_to_target": None, "total_virtual_time": 1.5, "decode_ms_mean": None,
+             "decode_ms_p95": float("nan"), "waits": 0, "retransmissions": 2}  # fmt: skip
+    training_job(tmp_path, 0, "uncoded", 0.0, summary=nulls, metrics=rounds)
+    training_job(
+        tmp_path,
+        1,
+        "uncoded",
+        0.1,
+        summary={**nulls, "total_virtual_time": 3.0},
+        metrics=rounds + '{"kind": "eval", "round": 2, "virtu',
+    )  # torn last line
+    sweep = load_sweep(tmp_path)
+    assert [len(run.records) for run in sweep.runs] == [3, 3]
+    assert sweep.runs[0].decode_ms().tolist() == [2.0]  # no job decoded, or null: left out
+    written = {p.name for p in write_report(sweep, tmp_path)}
+    assert written == {"summary.csv", "summary.md", "total_time.png", "decode_latency.png"}
+    row = markdown_rows(tmp_path / "summary.md")[0]
+    assert row["final accuracy"] == "–" and row["decode ms mean"] == "–"
+    assert row["decode ms p95"] == "–" and row["time to target (s)"] == "not reached"
+    assert row["retransmissions"] == "2"
+    csv_row = read_csv(tmp_path / "summary.csv")[0]
+    assert csv_row["test_accuracy"] == "" and csv_row["decode_ms_p95"] == ""
+    assert float(csv_row["total_virtual_time"]) == 1.5
+
+
+def test_failed_jobs_are_listed_with_their_error(tmp_path: Path) -> None:
+    summary = {"total_virtual_time": 2.0, "test_accuracy": 0.5, "waits": 1}
+    evals = records({"kind": "eval", "virtual_time": 1.0, "test_accuracy": 0.4},
+                    {"kind": "eval", "virtual_time": 2.0, "test_accuracy": 0.5})  # fmt: skip
+    training_job(tmp_path, 0, "classic_cr", 0.0, summary=summary, metrics=evals)
+    training_job(tmp_path, 1, "classic_cr", 0.1, summary=summary, metrics=evals)
+    training_job(tmp_path, 2, "classic_cr", 0.2, error="\nRuntimeError: worker died | oom\n")
+    job(tmp_path / "3", ["scheme=x"], name="other", num=3)  # no file says what it was
+    (tmp_path / "4").mkdir()  # not a job: ignored
+    sweep = load_sweep(tmp_path)
+    assert [r.kind for r in sweep.runs] == ["train", "train", "train", "unknown"]
+    write_report(sweep, tmp_path)
+    rows = markdown_rows(tmp_path / "summary.md")
+    assert [r["status"] for r in rows] == [
+        "ok", "ok", "failed: RuntimeError: worker died \\| oom", "failed: no summary.json",
+    ]  # fmt: skip
+    assert rows[2]["final accuracy"] == "–" and rows[3]["scheme"] == "?"
+    assert [r["error"] for r in read_csv(tmp_path / "summary.csv")][2:] == [
+        "RuntimeError: worker died | oom", "",
+    ]  # fmt: skip
+    assert_png(tmp_path / "accuracy_vs_time.png")
+    assert not (tmp_path / "decode_latency.png").exists()  # no round records
+
+
+def test_sweep_without_loss_axis_plots_bars_per_configuration(tmp_path: Path) -> None:
+    trace = {"_target_": "gclab.network.trace.Trace", "path": "x", "slope": 0.3}
+    for num, (s, load) in enumerate([(s, load) for s in (0, 2) for load in (25, 50)]):
+        job(
+            tmp_path / str(num), [f"scheme.s={s}", f"delay.path=../traces/load{load:03d}.npz"],
+            name="gclab.sim", num=num, choices={"scheme": "classic_cr", "delay": "trace"},
+            config={"delay": trace}, summary={"total_time": 100.0 + num, "waits": num},
+        )  # fmt: skip
+    sweep = load_sweep(tmp_path)
+    assert not sweep.numeric_loss() and sweep.series_keys() == ["scheme.s"]
+    assert [sweep.series(r) for r in sweep.runs][:2] == ["classic_cr (s=0)"] * 2
+    assert sweep.category(sweep.runs[1]) == "load050"
+    written = {p.name for p in write_report(sweep, tmp_path)}
+    assert written == {"summary.csv", "summary.md", "total_time.png"}
+    assert_png(tmp_path / "total_time.png")
+    assert [r["loss rate"] for r in markdown_rows(tmp_path / "summary.md")] == ["0"] * 4
+
+
+@pytest.mark.parametrize(
+    ("delay", "rate"),
+    [
+        ({"_target_": BERNOULLI, "p": 0.05}, 0.05),
+        ({"_target_": "gclab.network.base.DelayModel"}, 0.0),
+        ({"_target_": "gclab.network.straggler.Straggler", "mean": 1.0}, 0.0),
+        ({"loss_rate": 0.1, "burst_length": 4, "p_good_bad": None}, 0.1),
+        ({"p_good_bad": 0.02, "p_bad_good": 0.18, "loss_good": 0.0, "loss_bad": 1.0}, 0.1),
+        ({"compute": {"_target_": "x.Trace"}, "loss": {"p": 0.2}}, 0.2),
+        ({"compute": {"p": 0.5}, "loss": {"p": 0.5}}, 0.75),
+        ({"compute": {"_target_": "my.Model"}, "loss": {"p": 0.5}}, None),
+        ({"_target_": BERNOULLI, "p": "${oc.env:P}"}, None),
+        ({"_target_": "my.Model"}, None),
+        (None, None),
+    ],
+)
+def test_loss_rate_of_each_delay_model(delay: Any, rate: float | None) -> None:
+    got = loss_rate(delay)
+    assert got == rate if rate is None else math.isclose(got, rate)
+
+
+# --- experiment configs -------------------------------------------------------------------
+
+
+def test_experiments_compose_for_their_app() -> None:
+    smoke = compose_config(["experiment=smoke"])
+    assert smoke.data._target_.endswith("SyntheticData") and smoke.train.rounds <= 50
+    assert smoke.logger._target_ == "gclab.tracking.loggers.Logger"
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        sweep = compose("config", ["experiment=packet_loss_sweep"], return_hydra_config=True)
+        traces = compose("sim", ["experiment=lambda_traces"], return_hydra_config=True)
+    params = sweep.hydra.sweeper.params
+    assert sweep.delay._target_ == BERNOULLI and sweep.network.policy == "all"
+    assert params["delay.p"] == "0,0.05,0.1"
+    for scheme in params.scheme.split(","):
+        assert (CONF_DIR / "scheme" / f"{scheme}.yaml").is_file(), scheme
+    assert traces.cluster.workers == 256 and traces.network.mu == 1.0
+    assert traces.network.policy == "deadline" and traces.scheme.s is not None
+    paths = [p.strip() for p in traces.hydra.sweeper.params["delay.path"].split(",")]
+    assert len(paths) == 4 and all(p.startswith("../shared/traces/lambda-") for p in paths)
+    if (REPO.parent / "shared" / "traces").is_dir():  # relative to the repository root
+        assert all((REPO / path).is_file() for path in paths), paths
