@@ -362,8 +362,12 @@ class LinearDecoder(Decoder):
         return [(job, w) for w in range(self.scheme.n) if w not in have]
 
 
-#: Stream positions combined per pass: ``packets × chunk`` float64 values stay in cache.
+#: Stream positions combined per pass (at most): ``packets × chunk`` float64 values stay in cache.
 COMBINE_CHUNK = 1 << 14
+
+#: Float64 values per pass: the block is narrowed for many packets (M-SGC reads n(W−1) and
+#: more vectors, n = 256 reads 241): 32 packets × 2^14 fell off the cache and ran 20× slower.
+COMBINE_BLOCK = 1 << 17
 
 
 def combine(packets: Sequence[np.ndarray], weights: np.ndarray, grad_size: int) -> np.ndarray:
@@ -375,10 +379,11 @@ def combine(packets: Sequence[np.ndarray], weights: np.ndarray, grad_size: int) 
     """
     m, count = weights.shape
     length = packets[0].size
+    chunk = max(1024, min(COMBINE_CHUNK, COMBINE_BLOCK // count))
     out = np.empty((length, m))
-    block = np.empty((count, min(COMBINE_CHUNK, length)))
-    for lo in range(0, length, COMBINE_CHUNK):
-        hi = min(lo + COMBINE_CHUNK, length)
+    block = np.empty((count, min(chunk, length)))
+    for lo in range(0, length, chunk):
+        hi = min(lo + chunk, length)
         part = block[:, : hi - lo]
         for i, packet in enumerate(packets):
             part[i] = packet[lo:hi]
