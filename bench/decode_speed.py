@@ -3,10 +3,11 @@
 n=16, s=3, l=11.2M float32 (ResNet-18): each scheme's decoder is warmed on the straggler
 set (so the weights are cached, as in training), then a fresh round's packets are
 received and ``decode`` is timed; beside it ``torch.stack(...).sum(0)`` on as many
-gradient-length vectors as the decode reads. Sequential schemes (T > 0) decode job
-``r − T`` after round ``r``: pipelined ones from 13 packets and T earlier decoded jobs,
-SR-SGC from its 13 GC packets, M-SGC (no stragglers: permanent ones break its model)
-from its n(W−1) D1 chunks and B·(n−λ) D2 slots. Then the first-time coefficient solve
+gradient-length vectors as the decode reads. Sequential schemes (T > 0) decode, as the
+runtime does, the oldest decodable job after each round: pipelined ones job r (delay 0)
+from 13 packets and T earlier decoded jobs, SR-SGC job r from its 13 GC packets, M-SGC
+(no stragglers: permanent ones break its model) job r − T from its n(W−1) D1 chunks and
+B·(n−λ) D2 slots. Then the first-time coefficient solve
 (weights + residual check) for new straggler sets at n=256, s=15 (pipelined: a new
 erasure pattern over the T+1 rounds of a window). Best of ``--repeats`` runs.
 
@@ -59,10 +60,11 @@ def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int)
         round = next(counter)
         for w, packet in received.items():
             decoder.receive(round, w, packet)
-        if round < scheme.T:
+        ready = decoder.decodable()
+        if not ready:
             return decode()
         start = time.perf_counter()
-        decoder.decode(round - scheme.T)
+        decoder.decode(ready[0])
         return time.perf_counter() - start
 
     decode()  # first time: solve and cache this pattern's weights

@@ -27,7 +27,7 @@ weights of ``s − i`` factors (:meth:`EvaluationCode.difference_weights`). What
 a tiny system over the jobs only (at most ``(T+1)²`` equations), solved by SVD.
 
 ``pipelined_fr`` (§5.2): FR groups of ``s + 1``; member ``m`` of group ``q`` sends
-``Σ_k z_m^k · h_q(τ−k)`` with distinct nodes ``z_m > 0`` (``z^0 = 1``: ``T = 0`` is
+``Σ_k z_m^k · h_q(τ−k)`` with distinct nodes ``1/4 ≤ z_m < 1/2`` (``z^0 = 1``: ``T = 0`` is
 ``classic_fr``); each group is decoded on its own, ``g(t) = Σ_q h_q(t)``.
 
 Both share :class:`StreamDecoder`: per *block* (CR: all workers; FR: one group) and
@@ -74,11 +74,6 @@ from gclab.schemas import register
 #: static codes in :meth:`LinearScheme.decoding_weights`).
 SPAN_TOL = 1e-12
 
-#: A packets-only solution replaces the one using decoded jobs when its residual is this
-#: small and its weights at most FRESH_GAIN times larger (it stops error propagation).
-FRESH_TOL = 1e-12
-FRESH_GAIN = 10.0
-
 #: Relative singular-value cut-off of the job-space solves.
 RANK_RCOND = 1e-10
 
@@ -106,9 +101,9 @@ class Solution:
     """Decoding of one block's pattern: which jobs decode, and how.
 
     Indices are relative to the decoder's window: round offset ``o`` is round
-    ``origin + o`` and column ``c`` is job ``origin − T + c``. For each decodable column:
-    the packet weights ``{(round offset, block position): weight}`` and the coefficients
-    of already known block values ``{column: coef}`` (empty when the packets alone decode).
+    ``base + o`` and column ``c`` is job ``base − T + c`` (``base``: oldest undecoded job).
+    For each decodable column: the packet weights ``{(round offset, block position):
+    weight}`` and the coefficients of already known block values ``{column: coef}``.
     """
 
     decodable: frozenset[int]
@@ -166,13 +161,8 @@ class StreamScheme(Scheme):
         return self._solutions[key]
 
     def _solve(self, masks: tuple[int, ...], known: frozenset[int], zeros: int) -> Solution:
-        """Every undecoded job whose unit vector lies in the row space of the equations.
-
-        Two tries per job: first with the decoded jobs as unknowns too (the packets alone
-        decode it: no decoded value enters, so rounding errors cannot propagate from job
-        to job, which they would geometrically through the lag coefficients), then with
-        the decoded jobs moved to the right-hand side.
-        """
+        """Every undecoded job whose unit vector lies in the row space of the equations,
+        with the decoded jobs on the right-hand side (minimum-norm solution)."""
         T = self.T
         width = len(masks) + T
         rows, sources = [], []  # sources: (round offset, positions, packet weights)
@@ -189,7 +179,7 @@ class StreamScheme(Scheme):
         if not rows or not unknown:
             return Solution(frozenset(), {}, {})
         system = np.array(rows)
-        fresh, reduced = _RowSpace(system[:, existing]), _RowSpace(system[:, unknown])
+        reduced = _RowSpace(system[:, unknown])
         packets, coefs = {}, {}
         used = np.zeros(width, dtype=bool)
         used[unknown] = True
@@ -205,13 +195,6 @@ class StreamScheme(Scheme):
                     f"{self.describe()}: decoding a job from {len(masks)} rounds fails the "
                     f"residual check ({error:.2e} > {RESIDUAL_TOL:.0e})."
                 )
-            alone = fresh.solve(existing.index(col))
-            if alone is not None:
-                check = system.T @ alone
-                check[col] -= 1.0
-                small = np.abs(alone).sum() <= FRESH_GAIN * max(1.0, np.abs(v).sum())
-                if small and float(np.max(np.abs(check[existing]))) <= FRESH_TOL:
-                    v, residual = alone, check
             weights: dict[tuple[int, int], float] = {}
             for coef, (offset, received, eq_weights) in zip(v, sources):
                 for pos, wt in zip(received, eq_weights):
@@ -284,9 +267,9 @@ class AccumulatingEncoder(Encoder):
 class StreamDecoder(Decoder):
     """Master side of a :class:`StreamScheme` (see the module docstring).
 
-    Keeps the packets of rounds ``origin = max(0, base − T)`` onwards (``base`` = oldest
-    undecoded job): the ``T`` rounds before ``base`` let the packets alone decode a job in
-    steady state. Decoded block values are kept while a kept round refers to them.
+    Keeps the packets of rounds ``>= base`` (the oldest undecoded job: earlier rounds
+    only involve decoded jobs) and, per block, the decoded values of jobs ``>= base − T``
+    that those rounds still involve.
     """
 
     def __init__(self, scheme: StreamScheme, grad_size: int | None) -> None:
@@ -298,15 +281,11 @@ class StreamDecoder(Decoder):
         self.packets: dict[int, dict[int, np.ndarray | None]] = {}  # in arrival order
         self.values: list[dict[int, np.ndarray]] = [{} for _ in scheme.blocks]
 
-    @property
-    def origin(self) -> int:
-        return max(0, self.base - self.scheme.T)
-
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
 
     def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
-        if round < self.origin or worker in self.packets.get(round, {}):
+        if round < self.base or worker in self.packets.get(round, {}):
             return
         self.packets.setdefault(round, {})[worker] = packet
         self.masks[round] = self.masks.get(round, 0) | (1 << worker)
@@ -315,9 +294,9 @@ class StreamDecoder(Decoder):
         """One :class:`Solution` per block for the current window."""
         if not self.masks:
             return [Solution(frozenset(), {}, {}) for _ in self.scheme.blocks]
-        T, origin = self.scheme.T, self.origin
-        first = origin - T  # job of column 0
-        rounds = range(origin, max(self.masks) + 1)
+        T = self.scheme.T
+        first = self.base - T  # job of column 0
+        rounds = range(self.base, max(self.masks) + 1)
         known = {j - first for j in range(max(0, first), self.base)}
         known |= {j - first for j in self.decoded}
         zeros = max(0, -first)
@@ -333,13 +312,13 @@ class StreamDecoder(Decoder):
         return out
 
     def decodable(self) -> list[int]:
-        first = self.origin - self.scheme.T
+        first = self.base - self.scheme.T
         common = frozenset.intersection(*(s.decodable for s in self._solutions()))
         return sorted(first + c for c in common)
 
     def decode(self, job: int) -> np.ndarray | None:
         solutions = self._solutions()
-        col = job - (self.origin - self.scheme.T)
+        col = job - (self.base - self.scheme.T)
         if job < self.base or job in self.decoded or not all(col in s.decodable for s in solutions):
             raise DecodeError(f"job {job} is not decodable from the packets received so far.")
         result = None if self.symbolic else self._combine(solutions, col)
@@ -347,21 +326,21 @@ class StreamDecoder(Decoder):
         while self.base in self.decoded:
             self.decoded.discard(self.base)
             self.base += 1
-        for r in [r for r in self.masks if r < self.origin]:
+        for r in [r for r in self.masks if r < self.base]:
             del self.masks[r], self.packets[r]
         for values in self.values:
-            for old in [j for j in values if j < self.origin - self.scheme.T]:
+            for old in [j for j in values if j < self.base - self.scheme.T]:
                 del values[old]
         return result
 
     def _combine(self, solutions: list[Solution], col: int) -> np.ndarray:
         """Apply the solutions' weights to the packets and known block values (float64)."""
-        origin, first = self.origin, self.origin - self.scheme.T
+        first = self.base - self.scheme.T
         per_block = []
         for block, values, solution in zip(self.scheme.blocks, self.values, solutions):
             terms, arrival = [], {}
             for (offset, pos), weight in solution.packets[col].items():
-                packets = self.packets[origin + offset]
+                packets = self.packets[self.base + offset]
                 if offset not in arrival:
                     arrival[offset] = {w: i for i, w in enumerate(packets)}
                 worker = block[pos]
@@ -400,7 +379,7 @@ class StreamDecoder(Decoder):
         """
         if job < self.base or job in self.decoded:
             return []
-        col = job - (self.origin - self.scheme.T)
+        col = job - (self.base - self.scheme.T)
         have = self.packets.get(job, {})
         return [
             (job, w)
@@ -519,8 +498,16 @@ class PipelinedFR(StreamScheme):
 
     @staticmethod
     def member_nodes(d: int) -> np.ndarray:
-        """Distinct positive nodes ``z_m``: every ``≤ T + 1`` rows of ``[z_m^k]`` independent."""
-        return 1.0 + np.arange(d) / d
+        """Nodes ``z_m = (d + m)/(4d)`` in ``[1/4, 1/2)``.
+
+        Distinct and positive: every ``≤ T + 1`` rows of ``[z_m^k]`` are independent and the
+        counts of §5.2 hold (``(1, 4/3, 5/3)``-proportional for s = 2; ``(1, 2, 3)/6`` loses
+        one 6-loss pattern). Scaling nodes by ``c`` scales lag ``k`` by ``c^k``, which keeps
+        every rank; below 1/2 the lag coefficients of a decode with earlier jobs on the
+        right-hand side sum to less than 1, so rounding errors cannot grow from job to job
+        (with nodes in [1, 2) they reached 1e48 after 600 lossy rounds, n = 16, s = 1).
+        """
+        return (d + np.arange(d)) / (4.0 * d)
 
     def equations(self, received: tuple[int, ...]) -> Equations:
         rows = list(received[: self.T + 1])
