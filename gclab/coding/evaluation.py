@@ -68,6 +68,15 @@ def complete_symmetric(roots: np.ndarray, order: int) -> np.ndarray:
     return _mul_series(_unit(order), np.atleast_2d(roots), sign=-1.0, inverse=True)
 
 
+def without_nodes(h: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """``h_ν`` of a node set from ``h`` of a superset: times ``Π_{r ∈ removed}(1 − θ_r y)``.
+
+    ``h`` is ``[rows, order]``, ``removed`` ``[rows, count]``: ``count`` short series steps
+    instead of a sum over every remaining node.
+    """
+    return _mul_series(h, np.atleast_2d(removed), sign=-1.0)
+
+
 def missing_complete(nodes: np.ndarray, d: int, order: int) -> np.ndarray:
     """``[n, order]``: ``h_ν`` of the nodes of the ``n - d`` workers lacking partition ``j``.
 
@@ -75,7 +84,7 @@ def missing_complete(nodes: np.ndarray, d: int, order: int) -> np.ndarray:
     a short series per partition instead of a sum over ``n - d`` nodes per order.
     """
     h_all = complete_symmetric(nodes[None, :], order)
-    return _mul_series(h_all, nodes[holders(len(nodes), d)], sign=-1.0)
+    return without_nodes(h_all, nodes[holders(len(nodes), d)])
 
 
 class EvaluationCode:

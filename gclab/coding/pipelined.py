@@ -65,6 +65,7 @@ from gclab.coding.evaluation import (
     complete_symmetric,
     missing_complete,
     strided_nodes,
+    without_nodes,
 )
 from gclab.errors import DecodeError
 from gclab.schemas import register
@@ -411,6 +412,7 @@ class PipelinedCR(StreamScheme):
         shifted = self.code.nodes + node_shift(self.code.nodes)
         self.lag_scale = lag_scale(missing_complete(shifted, s + 1, T + 1))
         self.time_nodes = theta = self.lag_scale * shifted
+        self.h_all = complete_symmetric(theta[None, :], T + 1)  # h_ν of every time node
         h_missing = missing_complete(theta, s + 1, T + 1)  # [j, ν] of the K-1 non-holders
         q = np.empty((n, n, T + 1))  # q_{j,k}(θ_w) as [w, j, k], by Horner
         q[:, :, 0] = 1.0
@@ -434,7 +436,7 @@ class PipelinedCR(StreamScheme):
             missing = np.setdiff1d(np.arange(self.n), chosen)
             weights[i, : K + i] = self.code.difference_weights(chosen, missing)
             # weights are f[θ_Z] scaled by ρ^i (ρ = lag_scale), see lag_scale
-            h = complete_symmetric(theta[chosen][None, :], T + 1 - i)[0]
+            h = without_nodes(self.h_all[:, : T + 1 - i], theta[missing])[0]
             lags[i, i:] = self.lag_scale**i * h
         return weights, lags
 
