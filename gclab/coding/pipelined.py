@@ -450,7 +450,7 @@ def lag_scale(h: np.ndarray) -> float:
     s = 1, T = 2 the error grew ×1.7 per job). With ``r = max_k max|h_k|^(1/k)`` over the
     node sets the encoding uses (``h`` = :func:`missing_complete`, ``[sets, T+1]``) and
     ``ρ = 1/(2r)``, ``Σ_k ρ^k·|h_k| ≤ 1 − 2^-T``. The price: a job decoded ``k`` rounds
-    late amplifies packet rounding by ``ρ^-k`` (≈ 12 at n = 16, T = 2).
+    late amplifies packet rounding by ``ρ^-k`` (≈ 15 at n = 16, T = 2).
     """
     top = np.abs(h[:, 1:]).max(axis=0)
     radius = max((float(v) ** (1.0 / (k + 1)) for k, v in enumerate(top)), default=0.0)
