@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from gclab.coding.base import Plan
 from gclab.network.protocol import RecoveryError
@@ -44,6 +44,7 @@ class WorkerPool:
         name: str,
     ) -> None:
         self.groups = groups
+        self.shard_refs = shard_refs  # the driver owns the shards: restarted actors re-fetch
         self.hosts = start_hosts(spec, groups, shard_refs, cpus, gpus, name)
         self.host_of = {w: i for i, group in enumerate(groups) for w in group}
         self.T = spec.scheme.T
@@ -53,11 +54,13 @@ class WorkerPool:
         self.unusable_until = np.full(self.n, -1)
         self.failures = 0
         self.nonfinite = 0
+        self.restarting: set[int] = set()
 
     def run_round(
         self, r: int, state_ref: ray.ObjectRef, tasks: Plan
     ) -> tuple[dict[int, WorkerReport], np.ndarray]:
         """Every actor's reports for round ``r`` and the mask of failed packets."""
+        self._await_restarts()
         calls = {
             h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
             for i, (h, g) in enumerate(zip(self.hosts, self.groups))
@@ -80,7 +83,7 @@ class WorkerPool:
             first = first if first is not None else time.monotonic()
             try:
                 reports.update(ray.get(ref))
-            except RayActorError as exc:
+            except (RayActorError, ActorUnavailableError) as exc:
                 log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
                 failed_hosts.append(i)
         failed = np.zeros(self.n, dtype=bool)
@@ -98,7 +101,28 @@ class WorkerPool:
         failed |= self.unusable_until >= r
         return reports, failed
 
+    def _await_restarts(self) -> None:
+        """Let restarted actors finish ``__init__`` so they rejoin at the next round.
+
+        Without this, calls sent while Ray is still restarting an actor fail at once and
+        one failure would erase several rounds. The wait is wall time, not virtual time.
+        """
+        deadline = time.monotonic() + self.timeout
+        for i in sorted(self.restarting):
+            while True:  # calls fail fast while Ray is still restarting the actor
+                try:
+                    left = max(0.1, deadline - time.monotonic())
+                    ray.get(self.hosts[i].ready.remote(), timeout=left)
+                    self.restarting.discard(i)
+                    break
+                except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
+                    if time.monotonic() >= deadline:
+                        log.warning("worker actor %d has not restarted (%s)", i, exc)
+                        break
+                    time.sleep(0.2)
+
     def _failed_host(self, i: int, r: int) -> None:
+        self.restarting.add(i)
         self.failures += 1
         # the restarted actor's first round is r + 1; its packets are whole from r+1+T
         self.unusable_until[self.groups[i]] = np.maximum(
@@ -112,11 +136,12 @@ class WorkerPool:
                 f"round {r}: the due job needs worker {w}'s packet, which was lost with its "
                 f"actor and cannot be recomputed (a T={self.T} encoder's state is gone)."
             )
+        self._await_restarts()
         host = self.hosts[self.host_of[w]]
         try:
             call = host.run_round.remote(r, state_ref, {w: tasks[w]}, retry=True)
             report = ray.get(call, timeout=self.timeout)[w]
-        except (RayActorError, GetTimeoutError) as exc:
+        except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
             raise RecoveryError(
                 f"round {r}: worker {w} could not recompute its packet ({type(exc).__name__})."
             ) from exc

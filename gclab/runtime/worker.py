@@ -106,8 +106,9 @@ class WorkerHost:
             )
         return reports
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> int:
+        """The actor's process id, once ``__init__`` is done (restarts change it)."""
+        return os.getpid()
 
 
 def start_hosts(

@@ -5,3 +5,5 @@ the same :class:`~gclab.network.RoundProtocol` the runtime uses;
 :mod:`gclab.sim.search` evaluates a scheme's parameter grid; ``python -m gclab.sim`` is
 the Hydra app around both.
 """
+
+from gclab.sim import config  # noqa: F401  (registers sim_schema for conf/sim.yaml)

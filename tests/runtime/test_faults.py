@@ -1,0 +1,144 @@
+"""Faults a cluster throws at a run, on real Ray actors: the run survives them exactly."""
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import ray
+
+from gclab.tracking.artifacts import load_checkpoint, read_metrics
+from tests.conftest import TINY, compose_config
+from tests.runtime.test_exactness import assert_same_weights, reference_weights, trained_weights
+
+CR = ["scheme=classic_cr", "scheme.s=1", "cluster.workers=4"]
+
+
+def rounds_of(run_dir):
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "round"]
+
+
+@pytest.mark.parametrize(
+    ("faults", "failed_rounds"),
+    [
+        (["faults.crash=[1:2,4:0]"], {1: 1, 4: 1}),  # the actor process exits mid-call
+        (["faults.nan=[2:3]"], {2: 1}),  # a packet full of NaN
+        (["faults.crash=[2:1]", "cluster.actors=2"], {2: 2}),  # an actor hosting two workers
+    ],
+)
+def test_injected_faults_become_erasures_and_training_stays_exact(
+    ray_session, tmp_path, faults, failed_rounds
+):
+    cfg = compose_config([*TINY, *CR, "train.rounds=6", *faults])
+    assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
+    failed = {r["round"]: r["failed"] for r in rounds_of(tmp_path) if r["failed"]}
+    assert failed == failed_rounds
+
+
+def test_uncoded_recomputes_a_lost_packet_on_the_restarted_worker(ray_session, tmp_path):
+    cfg = compose_config([*TINY, "cluster.workers=2", "train.rounds=4", "faults.crash=[1:1]"])
+    assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
+    round1 = rounds_of(tmp_path)[1]
+    assert round1["failed"] == 1 and round1["retransmissions"] >= 1 and round1["erasures"] == 0
+
+
+def test_stuck_worker_is_cut_off_and_does_not_delay_the_next_round(ray_session, tmp_path):
+    cfg = compose_config(
+        [*TINY, *CR, "train.rounds=5", "faults.stall=[2:1:600]", "cluster.timeout=3"]
+    )
+    start = time.monotonic()
+    got = trained_weights(cfg, tmp_path)
+    assert time.monotonic() - start < 120  # nowhere near the 600 s stall
+    assert_same_weights(got, reference_weights(cfg))
+    records = rounds_of(tmp_path)
+    assert [r["failed"] for r in records] == [0, 0, 1, 0, 0]
+    assert all(r["wall_time"] - p["wall_time"] < 30 for p, r in itertools.pairwise(records))
+
+
+def test_worker_actors_killed_from_outside_are_restarted_and_the_run_stays_exact(
+    ray_session, tmp_path
+):
+    """``ray.kill`` a worker actor repeatedly while the run is in different phases.
+
+    Kills land between calls (the next call waits for the restart) and, during the
+    3-second stalls of worker 1, in the middle of a call (its packet is erased).
+    """
+    slow = ["faults.stall=[5:1:3,15:1:3]", "cluster.timeout=60"]
+    cfg = compose_config([*TINY, *CR, *slow, "train.rounds=30", "train.eval_every=10"])
+    result, errors = {}, []
+
+    def train():
+        try:
+            result["weights"] = trained_weights(cfg, tmp_path)
+        except Exception as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    thread = threading.Thread(target=train)
+    thread.start()
+    pids = set()
+    while thread.is_alive() and len(pids) < 4:
+        time.sleep(0.7)
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+        hosts = sorted(n for n in names if n.startswith("gclab-") and n.endswith("-host1"))
+        if not hosts:
+            continue
+        actor = ray.get_actor(hosts[-1])
+        try:
+            pids.add(ray.get(actor.ready.remote(), timeout=30))  # alive again after a kill
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+            continue  # still restarting
+        ray.kill(actor, no_restart=False)
+    thread.join(timeout=600)
+    assert not errors, errors
+    assert len(pids) >= 2  # the actor really was killed and restarted as a new process
+    assert_same_weights(result["weights"], reference_weights(cfg))
+    assert rounds_of(tmp_path)[-1]["failures_total"] >= 1
+
+
+def gclab_cli(*args, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gclab", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_run_resumes_to_the_same_weights(tmp_path):
+    args = [*TINY, *CR, "train.rounds=24", "train.checkpoint_every=5"]
+    reference = gclab_cli(*args, f"hydra.run.dir={tmp_path / 'ref'}")
+    assert reference.wait(timeout=300) == 0, reference.stderr.read()[-2000:]
+
+    crashed = tmp_path / "crashed"
+    proc = gclab_cli(*args, f"hydra.run.dir={crashed}")
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill it between checkpoints, past the first one
+        done = rounds_of(crashed) if (crashed / "metrics.jsonl").exists() else []
+        if len(done) >= 13:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert load_checkpoint(crashed / "checkpoint.pt")["round"] in (9, 14)
+
+    resumed = gclab_cli(*args, f"hydra.run.dir={crashed}", "resume=true")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-2000:]
+    want = load_checkpoint(tmp_path / "ref" / "checkpoint.pt")["model"]
+    got = load_checkpoint(crashed / "checkpoint.pt")["model"]
+    assert_same_weights(got, want)  # equal up to float summation order (arrival order)
+    assert [r["round"] for r in rounds_of(crashed)] == list(range(24))
+
+
+def test_resume_without_checkpoint_or_with_another_config_is_refused(ray_session, tmp_path):
+    from gclab.app import run
+    from gclab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"resume=true but .*checkpoint\.pt does not exist"):
+        run(compose_config([*TINY, "resume=true"]), tmp_path)
+    run(compose_config([*TINY, "train.rounds=2"]), tmp_path)
+    with pytest.raises(ConfigError, match="the config differs"):
+        run(compose_config([*TINY, "train.rounds=2", "train.lr=0.5", "resume=true"]), tmp_path)
