@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import math
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
+from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
@@ -45,19 +48,42 @@ def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
         if cause is not None:
             raise cause from None
         raise ConfigError(f"cannot build {node.get('_target_')}: {exc}") from exc
+    except MissingMandatoryValue as exc:  # a ??? value, e.g. data=image_folder without root
+        raise ConfigError(
+            f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."
+        ) from None
+
+
+def _nearest_multiples(value: int, k: int) -> str:
+    """``"28 or 32"`` for 30 and k=4; only ``"4"`` for 2 (no positive multiple below)."""
+    below, above = value - value % k, value + k - value % k
+    return f"{below} or {above}" if below >= k else str(above)
 
 
 def validate_train(train: DictConfig) -> None:
     """Range checks of the ``train`` group (types are checked by the schema)."""
-    _check(train.epochs > 0, f"train.epochs={train.epochs} is invalid: it must be > 0.")
+    _check(
+        0 < train.epochs < math.inf,
+        f"train.epochs={train.epochs} is invalid: it must be a finite number > 0.",
+    )
     _check(
         train.rounds is None or train.rounds >= 1,
         f"train.rounds={train.rounds} is invalid: it must be >= 1 (or null to use epochs).",
     )
     _check(train.batch_size >= 1, f"train.batch_size={train.batch_size} must be >= 1.")
-    _check(train.lr > 0, f"train.lr={train.lr} is invalid: the learning rate must be > 0.")
+    _check(
+        0 < train.lr < math.inf,
+        f"train.lr={train.lr} is invalid: the learning rate must be a finite number > 0.",
+    )
     _check(0 <= train.momentum < 1, f"train.momentum={train.momentum} must be in [0, 1).")
-    _check(train.weight_decay >= 0, f"train.weight_decay={train.weight_decay} must be >= 0.")
+    _check(  # torch.optim.SGD refuses it, but only when the server builds the optimizer
+        not train.nesterov or train.momentum > 0,
+        "train.nesterov=true needs train.momentum > 0; set a momentum or nesterov=false.",
+    )
+    _check(
+        0 <= train.weight_decay < math.inf,
+        f"train.weight_decay={train.weight_decay} must be a finite number >= 0.",
+    )
     _check(train.eval_every >= 0, f"train.eval_every={train.eval_every} must be >= 0 (0 = off).")
     _check(
         train.checkpoint_every >= 0,
@@ -77,14 +103,15 @@ def build(cfg: DictConfig):
     from gclab.runtime.server import TrainingPlan
 
     validate_train(cfg.train)
+    _instantiate(cfg.model)  # dropped: built here only so that a bad model.* fails before Ray
     cluster = _instantiate(cfg.cluster)
     scheme = _instantiate(cfg.scheme, n=cluster.workers)
     batch = cfg.train.batch_size
     _check(
         batch % scheme.k == 0,
         f"train.batch_size={batch} is not divisible by the {scheme.k} data shards of "
-        f"{scheme.describe()}; use a multiple of {scheme.k}, e.g. "
-        f"{max(scheme.k, batch - batch % scheme.k)} or {batch + scheme.k - batch % scheme.k}.",
+        f"{scheme.describe()}; use a multiple of {scheme.k}, "
+        f"e.g. {_nearest_multiples(batch, scheme.k)}.",
     )
     delay = _instantiate(cfg.delay)
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
@@ -127,6 +154,7 @@ def build(cfg: DictConfig):
         protocol=protocol,
         faults=Faults.parse(FaultConfig(**OmegaConf.to_container(cfg.faults)), scheme.n),
         resume=cfg.resume,
+        models=scheme.T + 1 if cfg.train.pipeline is Pipeline.interleaved else 1,
     )
     return plan, logger
 
@@ -150,7 +178,13 @@ def check_resume(cfg: DictConfig, run_dir: Path, scheme_T: int) -> None:
         f"resume=true needs a scheme with T=0 (its decoder holds no state between rounds); "
         f"this scheme has T={scheme_T}.",
     )
-    saved = load_checkpoint(path).get("config")
+    try:
+        saved = load_checkpoint(path).get("config")
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError) as exc:
+        raise ConfigError(  # torch's own message suggests weights_only=False: unsafe advice
+            f"resume=true but {path} is not a readable gclab checkpoint ({type(exc).__name__}); "
+            "it may be truncated or from another program: restore it or drop resume."
+        ) from None
     _check(
         saved == config_text(cfg),
         f"resume=true but the config differs from the one that wrote {path}; resume with "

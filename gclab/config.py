@@ -8,6 +8,7 @@ each configurable module declares next to its class (``gclab.schemas.register``)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -24,6 +25,13 @@ from gclab.network.protocol import NetworkConfig
 from gclab.runtime.faults import FaultConfig
 
 
+class Pipeline(Enum):
+    """How jobs of a scheme with T > 0 map to models (DESIGN.md, training semantics)."""
+
+    stale = "stale"  # one model; job t uses the newest weights (staleness <= T)
+    interleaved = "interleaved"  # T+1 models round-robin, each exact synchronous SGD
+
+
 @dataclass
 class TrainConfig:
     epochs: float = 1.0
@@ -37,6 +45,7 @@ class TrainConfig:
     eval_every: int = 50  # rounds between test-set evaluations; 0 = never
     target_accuracy: float | None = None
     checkpoint_every: int = 100  # rounds between checkpoints (and at the end); 0 = never
+    pipeline: Pipeline = Pipeline.stale
 
 
 @dataclass

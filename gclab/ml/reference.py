@@ -6,7 +6,7 @@ at these weights) and for framework overhead (the fastest this machine can train
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -26,15 +26,20 @@ def train_single_process(
     seed: int,
     augment: bool,
     make_optimizer: Callable[[FlatModel], tuple[torch.optim.Optimizer, object]],
+    jobs: Sequence[int] | None = None,
 ) -> FlatModel:
-    """Train ``model`` for ``num_jobs`` steps; each step uses job t's whole global batch."""
+    """Train ``model`` for ``num_jobs`` steps; step i uses job i's whole global batch.
+
+    ``jobs`` picks other jobs instead (e.g. ``range(m, J, T+1)``: one model of
+    ``pipeline=interleaved``).
+    """
     shards = shard_indices(len(data.train_y), k, seed)
     plan = BatchPlan(tuple(len(s) for s in shards), batch_size // k, seed)
     local = {j: (data.train_x[idx], data.train_y[idx]) for j, idx in enumerate(shards)}
     batches = BatchMaker(local, plan, Normalizer(*data.channel_stats()), augment)
     flat = FlatModel(model)
     optimizer, scheduler = make_optimizer(flat)
-    for job in range(num_jobs):
+    for job in range(num_jobs) if jobs is None else jobs:
         parts = [batches(job, Part(j)) for j in range(k)]
         x = torch.cat([p[0] for p in parts])
         y = torch.cat([p[1] for p in parts])

@@ -62,10 +62,10 @@ class Cluster:
                 f"cluster.actors={actors} is invalid: it must be between 1 and "
                 f"cluster.workers={workers} (or null for one actor per worker)."
             )
-        if worker_cpus < 0 or worker_gpus < 0:
+        if not (0 <= worker_cpus < math.inf and 0 <= worker_gpus < math.inf):
             raise ConfigError(
                 f"cluster.worker_cpus={worker_cpus} / worker_gpus={worker_gpus} are invalid: "
-                "both must be >= 0 (fractions are fine)."
+                "both must be finite and >= 0 (fractions are fine)."
             )
         if threads_per_actor < 1:
             raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
@@ -74,8 +74,14 @@ class Cluster:
                 f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
                 "server waits for the other actors once the first one answered)."
             )
-        if address is not None and not address.strip():
-            raise ConfigError("cluster.address='' is invalid: use null (local) or host:port.")
+        if address is not None:
+            try:
+                _host_port(address)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"cluster.address={address!r} is invalid ({exc}): use null (a private "
+                    "local Ray), auto, ray://host:port or host:port."
+                ) from None
         self.workers, self.actors = workers, actors
         self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus
         self.threads_per_actor, self.timeout, self.address = threads_per_actor, timeout, address
@@ -111,12 +117,23 @@ class Cluster:
             ) from exc
 
 
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a ``host:port`` address, None for ``auto`` and ``ray://``.
+
+    Checked when the config is built, so a malformed address fails before Ray starts
+    rather than inside ``ray.init`` (or as an OverflowError from the socket layer).
+    """
+    if address == "auto" or address.startswith("ray://"):
+        return None  # `auto` reads Ray's local session file and fails fast by itself
+    host, _, port = address.strip().rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("expected host:port with a port in 1..65535")
+    return host, int(port)
+
+
 def _probe(address: str, timeout: float = 5.0) -> None:
     """Fail fast unless something accepts TCP connections at ``host:port``."""
-    if address == "auto" or address.startswith("ray://"):
-        return  # `auto` reads Ray's local session file and fails fast by itself
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"expected host:port, got {address!r}")
-    with socket.create_connection((host, int(port)), timeout=timeout):
-        pass
+    target = _host_port(address)
+    if target is not None:
+        with socket.create_connection(target, timeout=timeout):
+            pass

@@ -51,39 +51,38 @@ class TrainingPlan:
     protocol: RoundProtocol
     faults: Faults
     resume: bool
+    models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
 
 
 class ParameterServer:
-    """Holds the model and optimizer; applies decoded gradients strictly in job order."""
+    """Holds the model(s) and optimizers; applies decoded gradients strictly in job order.
+
+    ``pipeline=stale`` trains one model: job t is computed on the newest weights, so its
+    gradient is up to T steps stale. ``pipeline=interleaved`` trains T+1 models from the
+    same initial weights, job t on model t mod (T+1): each model then gets exact
+    synchronous SGD on its own jobs (its previous job is due before its next starts).
+    """
 
     def __init__(self, plan: TrainingPlan) -> None:
-        torch.manual_seed(plan.seed)
         from hydra.utils import instantiate
 
-        self.flat = FlatModel(instantiate(plan.model_cfg))
-        self.optimizer, self.scheduler = plan.build_optimizer(self.flat)
+        self.models: list[FlatModel] = []
+        self.optimizers, self.schedulers = [], []
+        for _ in range(plan.models):
+            torch.manual_seed(plan.seed)  # every model starts from the same weights
+            flat = FlatModel(instantiate(plan.model_cfg))
+            optimizer, scheduler = plan.build_optimizer(flat)
+            self.models.append(flat)
+            self.optimizers.append(optimizer)
+            self.schedulers.append(scheduler)
+        self.num_params = self.models[0].num_params
         self.batch_size = plan.batch_size
         self.next_job = 0
         self._pending: dict[int, np.ndarray] = {}
 
     def state(self) -> np.ndarray:
-        return self.flat.state_vector().numpy()
-
-    def state_dict(self) -> dict:
-        """Model, optimizer and schedule state, for the checkpoint."""
-        return {
-            "model": self.flat.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict() if self.scheduler else None,
-            "next_job": self.next_job,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.flat.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
-        self.next_job = state["next_job"]
+        """Every model's parameters and buffers, concatenated: one broadcast per round."""
+        return torch.cat([m.state_vector() for m in self.models]).numpy()
 
     def submit(self, job: int, gradient_sum: np.ndarray) -> list[int]:
         """Queue job's decoded gradient sum; apply every job now in order. Returns applied."""
@@ -91,20 +90,48 @@ class ParameterServer:
         applied = []
         while self.next_job in self._pending:
             grad = self._pending.pop(self.next_job)
-            self.flat.set_grad(torch.from_numpy(grad / self.batch_size).float())
-            self.optimizer.step()
-            if self.scheduler is not None:
-                self.scheduler.step()
+            i = self.next_job % len(self.models)
+            self.models[i].set_grad(torch.from_numpy(grad / self.batch_size).float())
+            self.optimizers[i].step()
+            if self.schedulers[i] is not None:
+                self.schedulers[i].step()
             applied.append(self.next_job)
             self.next_job += 1
         return applied
 
-    def set_buffers(self, buffers: list[np.ndarray]) -> None:
-        """Average the workers' float buffers (batch-norm statistics) of the round."""
-        if buffers and self.flat.num_buffers:
-            state = self.flat.state_vector()
-            state[self.flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0))
-            self.flat.load_state_vector(state)
+    def set_buffers(self, reports: list) -> None:
+        """Average the float buffers (batch-norm statistics) workers report, per model."""
+        for i, flat in enumerate(self.models):
+            buffers = [rep.buffers for rep in reports if rep.model == i]
+            if buffers and flat.num_buffers:
+                state = flat.state_vector()
+                state[flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0))
+                flat.load_state_vector(state)
+
+    def state_dict(self) -> dict:
+        """Models, optimizers and schedules, for the checkpoint (``model`` = model 0)."""
+        return {
+            "model": self.models[0].model.state_dict(),
+            "models": [m.model.state_dict() for m in self.models],
+            "optimizers": [o.state_dict() for o in self.optimizers],
+            "schedulers": [s.state_dict() if s else None for s in self.schedulers],
+            "next_job": self.next_job,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for flat, weights in zip(self.models, state["models"]):
+            flat.model.load_state_dict(weights)
+        for optimizer, saved in zip(self.optimizers, state["optimizers"]):
+            optimizer.load_state_dict(saved)
+        for scheduler, saved in zip(self.schedulers, state["schedulers"]):
+            if scheduler is not None:
+                scheduler.load_state_dict(saved)
+        self.next_job = state["next_job"]
+
+    def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
+        """Test accuracy and loss, averaged over the models (one model: its own)."""
+        results = [evaluate(m.model, data.test_x, data.test_y, normalizer) for m in self.models]
+        return float(np.mean([a for a, _ in results])), float(np.mean([l for _, l in results]))
 
 
 def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
@@ -123,7 +150,7 @@ def _loop(
     """The distributed loop: broadcast, compute, collect, protocol, decode, step."""
     scheme, data = plan.scheme, plan.data
     server = ParameterServer(plan)
-    decoder = scheme.decoder(server.flat.num_params)
+    decoder = scheme.decoder(server.num_params)
     start = recorder.resume(server, plan.protocol) if plan.resume else 0
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
     rounds = plan.num_jobs + scheme.T
@@ -145,22 +172,22 @@ def _loop(
         compute = np.array([reports[w].seconds if w in reports else 0.0 for w in range(scheme.n)])
         outcome = plan.protocol.run_round(r, compute, decoder, payload, failed)
         decode_start = time.perf_counter()
-        applied = []
-        for job in decoder.decodable():
+        # drain rounds (r >= num_jobs) start jobs that do not exist: never decode them
+        applied, decoded = [], [j for j in decoder.decodable() if j < plan.num_jobs]
+        for job in decoded:
             applied += server.submit(job, decoder.decode(job))
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
-        delivered = [w for w in reports if not outcome.erased[w]]
-        server.set_buffers([reports[w].buffers for w in delivered])
+        server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
         wall = time.perf_counter() - wall_start
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
         record = recorder.round(
-            r, outcome, applied, decode_ms, loss, wall, compute.tolist(), faults
+            r, outcome, decoded, applied, decode_ms, loss, wall, compute.tolist(), faults
         )
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):
-            acc, test_loss = evaluate(server.flat.model, data.test_x, data.test_y, normalizer)
+            acc, test_loss = server.evaluate(data, normalizer)
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
         progress.set_postfix(postfix)
@@ -177,7 +204,7 @@ def _start_workers(plan: TrainingPlan) -> tuple[WorkerPool, Normalizer]:
     mean, std = data.channel_stats()
     spec = WorkerSpec(
         scheme, plan.model_cfg, batches, mean, std, plan.augment,
-        cluster.threads_per_actor, plan.num_jobs, plan.faults,
+        cluster.threads_per_actor, plan.num_jobs, plan.faults, plan.models,
     )  # fmt: skip
     shard_refs = [ray.put((data.train_x[idx], data.train_y[idx])) for idx in shards]
     pool = WorkerPool(

@@ -37,6 +37,7 @@ class WorkerSpec:
     threads: int
     num_jobs: int
     faults: Faults
+    models: int  # 1, or T+1 with train.pipeline=interleaved
 
 
 @dataclass
@@ -48,7 +49,8 @@ class WorkerReport:
     seconds: float
     loss_sum: float
     samples: int
-    buffers: np.ndarray
+    buffers: np.ndarray | None  # float buffers (batch norm) after the tasks, if any ran
+    model: int | None  # which model those buffers belong to
 
 
 class WorkerHost:
@@ -80,6 +82,7 @@ class WorkerHost:
         """
         reports = {}
         parts = self.spec.scheme.parts
+        models = state.reshape(self.spec.models, -1)  # one state vector per trained model
         for w in plans:
             fault = None if retry else self.spec.faults.at(round, w)
             if fault is not None and fault.kind == "crash":
@@ -87,12 +90,16 @@ class WorkerHost:
             if fault is not None and fault.kind == "stall":
                 time.sleep(fault.seconds)
             start = time.perf_counter()
-            self.flat.load_state_vector(state)  # each logical worker starts from the broadcast
+            loaded = None  # each logical worker starts from the broadcast weights
             partials, loss_sum, samples = {}, 0.0, 0
             for task in plans[w]:
                 if task.job >= self.spec.num_jobs:  # drain rounds of pipelined schemes
                     partials[task] = self.zero
                     continue
+                model = task.job % len(models)  # interleaved: job t trains model t mod (T+1)
+                if model != loaded:
+                    self.flat.load_state_vector(models[model])
+                    loaded = model
                 x, y = self.batches(task.job, parts[task.part])
                 loss, grad = loss_and_gradient(self.flat, x, y)
                 partials[task] = grad.numpy()
@@ -101,9 +108,8 @@ class WorkerHost:
             if fault is not None and fault.kind == "nan":
                 packet = np.full_like(packet, np.nan)
             seconds = time.perf_counter() - start
-            reports[w] = WorkerReport(
-                round, packet, seconds, loss_sum, samples, self.flat.buffer_vector().numpy()
-            )
+            buffers = self.flat.buffer_vector().numpy() if loaded is not None else None
+            reports[w] = WorkerReport(round, packet, seconds, loss_sum, samples, buffers, loaded)
         return reports
 
     def ready(self) -> int:

@@ -39,6 +39,7 @@ class RunRecorder:
         self.virtual_time = 0.0
         self.wall_time = 0.0
         self.decode_ms: list[float] = []
+        self.decode_delays: list[int] = []  # rounds from a job's start to its decode
         self.waits = 0
         self.retransmissions = 0
         self.jobs = 0
@@ -54,6 +55,7 @@ class RunRecorder:
         self,
         r: int,
         outcome: Any,
+        decoded: list[int],
         applied: list[int],
         decode_ms: float,
         train_loss: float,
@@ -61,7 +63,7 @@ class RunRecorder:
         compute: list[float],
         faults: dict[str, int],
     ) -> dict[str, Any]:
-        """Record round ``r`` from the protocol's outcome and the decoded/applied jobs.
+        """Record round ``r``: the protocol's outcome, jobs decoded and applied (in order).
 
         ``compute`` (each worker's measured compute seconds) goes to metrics.jsonl only:
         with it the simulator can replay the round exactly.
@@ -71,13 +73,16 @@ class RunRecorder:
         self.waits += int(outcome.waited)
         self.retransmissions += int(outcome.retransmissions)
         self.jobs += len(applied)
-        if applied:
+        if decoded:
             self.decode_ms.append(decode_ms)
+        self.decode_delays += [r - job for job in decoded]
         return self._emit(
             {
                 "kind": "round",
                 "round": r,
-                "jobs_decoded": len(applied),
+                "jobs_decoded": len(decoded),
+                "jobs_applied": len(applied),
+                "decode_delays": [r - job for job in decoded],
                 "virtual_time": self.virtual_time,
                 "wall_time": self.wall_time,
                 "round_time": float(outcome.duration),
@@ -113,7 +118,8 @@ class RunRecorder:
 
     #: Counters restored on resume (everything :meth:`summary` reads).
     STATE = (
-        "virtual_time", "wall_time", "decode_ms", "waits", "retransmissions", "jobs",
+        "virtual_time", "wall_time", "decode_ms", "decode_delays", "waits", "retransmissions",
+        "jobs",
         "last_eval", "time_to_target",
     )  # fmt: skip
 
@@ -124,12 +130,14 @@ class RunRecorder:
             {
                 **server.state_dict(),
                 "round": r,
-                "recorder": {key: getattr(self, key) for key in self.STATE},
-                "protocol": {
-                    "clock": protocol.clock,
-                    "waits": protocol.waits,
-                    "retransmissions": protocol.retransmissions,
-                },
+                "recorder": _plain({key: getattr(self, key) for key in self.STATE}),
+                "protocol": _plain(
+                    {
+                        "clock": protocol.clock,
+                        "waits": protocol.waits,
+                        "retransmissions": protocol.retransmissions,
+                    }
+                ),
                 "config": self.config_text,
             },
         )
@@ -169,6 +177,8 @@ class RunRecorder:
             "jobs": self.jobs,
             "decode_ms_mean": float(np.mean(decode)),
             "decode_ms_p95": float(np.percentile(decode, 95)),
+            "decode_delay_mean": float(np.mean(self.decode_delays)) if self.decode_delays else None,
+            "decode_delay_max": max(self.decode_delays, default=None),
             "waits": self.waits,
             "retransmissions": self.retransmissions,
         }
@@ -179,3 +189,8 @@ class RunRecorder:
         """Close the metrics file and the tracker (runs even when training failed)."""
         self.metrics.close()
         self.logger.finish(summary or {}, self.decode_ms, failed=failed)
+
+
+def _plain(value: Any) -> Any:
+    """Numpy scalars to Python numbers, so ``torch.load(weights_only=True)`` reads them."""
+    return json.loads(json.dumps(value, default=lambda v: v.item()))
