@@ -123,22 +123,25 @@ def test_simulator_sweep_report_matches_the_runs(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_simulator_sweep_with_an_invalid_job_still_reports_the_others(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    cli(
-        "gclab.sim", "-m", "scheme=classic_fr", "delay=bernoulli", "delay.p=0.1,1.5",
+    proc = cli(
+        "gclab.sim", "-m", "scheme=classic_fr", "delay=bernoulli", "delay.p=0.1,1.5,0.2",
         "cluster.workers=8", "sim.jobs=20", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
     )  # fmt: skip
-    assert (sweep / "0" / "summary.json").is_file()
+    assert proc.returncode == 0, proc.stderr[-3000:]  # the sweep goes on past the bad job
+    assert "delay.p=1.5 is invalid" in (sweep / "1" / "error.txt").read_text()
     assert not (sweep / "1" / "summary.json").exists()  # delay.p=1.5 is rejected
+    assert (sweep / "0" / "summary.json").is_file() and (sweep / "2" / "summary.json").is_file()
     out = tmp_path / "report"
     proc = cli("gclab.report", str(sweep), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "2 runs (1 failed)" in proc.stdout
+    assert "3 runs (1 failed)" in proc.stdout
     rows = read_csv(out / "summary.csv")
-    assert [r["status"] for r in rows] == ["ok", "failed"]
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
     assert rows[1]["total_time"] == ""
     assert_csv_matches(sweep, rows, ("total_time", "waits", "retransmissions"))
     table = markdown_rows(out / "summary.md")
-    assert table[0]["status"] == "ok" and table[1]["status"].startswith("failed")
+    assert [r["status"][:6] for r in table] == ["ok", "failed", "ok"]
+    assert "delay.p=1.5 is invalid" in table[1]["status"]  # from the job's error.txt
     assert table[1]["total time (s)"] == "–"
     assert_png(out / "total_time.png")
     assert not (sweep / "summary.csv").exists()  # --out leaves the sweep folder alone

@@ -78,9 +78,11 @@ def report(result: SimResult, out: Path, trials: list[Trial] | None = None) -> N
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="sim")
 def main(cfg: DictConfig) -> None:
+    """Hydra entry point. In a sweep, a job with a bad value is recorded and skipped."""
+    hydra_cfg = HydraConfig.get()
+    out = Path(hydra_cfg.runtime.output_dir)
     try:
         scheme, delay, network = prepare(cfg)
-        out = Path(HydraConfig.get().runtime.output_dir)
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
         if cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
@@ -90,6 +92,9 @@ def main(cfg: DictConfig) -> None:
             report(simulate(scheme, *args), out)
     except (ConfigError, InstantiationException, TypeError) as exc:
         print(f"gclab.sim: {reason(exc)}", file=sys.stderr)
+        if hydra_cfg.mode.name == "MULTIRUN":  # the sweep's other jobs go on
+            (out / "error.txt").write_text(reason(exc) + "\n", encoding="utf-8")
+            return
         sys.exit(2)
 
 
