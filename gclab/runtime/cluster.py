@@ -23,6 +23,7 @@ class LocalClusterConfig:
     worker_gpus: float = 0.0
     threads_per_actor: int = 1
     timeout: float = 120.0
+    dashboard: bool = False
     address: str | None = None
 
 
@@ -37,7 +38,8 @@ class Cluster:
 
     ``timeout``: seconds the server waits for the remaining actors once the first one
     answered; later ones are taken as stuck, restarted, and their packets erased.
-    ``address=None`` starts a private local Ray bound to loopback without dashboard;
+    ``address=None`` starts a private local Ray bound to loopback, without the
+    dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
     ``ray start`` left on this machine).
     """
@@ -50,6 +52,7 @@ class Cluster:
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
         timeout: float = 120.0,
+        dashboard: bool = False,
         address: str | None = None,
     ) -> None:
         if not isinstance(workers, int) or workers < 1:
@@ -85,6 +88,7 @@ class Cluster:
         self.workers, self.actors = workers, actors
         self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus
         self.threads_per_actor, self.timeout, self.address = threads_per_actor, timeout, address
+        self.dashboard = dashboard
 
     def groups(self) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible."""
@@ -101,7 +105,7 @@ class Cluster:
             ray.init(
                 num_cpus=max(os.cpu_count() or 1, needed),
                 num_gpus=None if self.worker_gpus else 0,
-                include_dashboard=False,
+                include_dashboard=self.dashboard,  # off unless asked: it serves HTTP
                 _node_ip_address="127.0.0.1",
                 log_to_driver=True,
                 configure_logging=False,
