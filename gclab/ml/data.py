@@ -188,7 +188,13 @@ class ImageFolderData(DataSource):
     def _split(self, split: str) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
         from torchvision.datasets import ImageFolder
 
-        folder = ImageFolder(str(self.root / split))
+        try:
+            folder = ImageFolder(str(self.root / split))
+        except FileNotFoundError:  # no class folder, or no file with an image extension
+            raise ConfigError(
+                f"data.root={self.root}: {split}/ holds no images in class folders; "
+                f"image_folder needs root/{split}/<class>/<image file>."
+            ) from None
         listing = "\n".join(f"{p}:{os.path.getsize(p)}" for p, _ in folder.samples)
         digest = hashlib.sha1(listing.encode()).hexdigest()[:16]
         cache = self.root / f".gclab-cache-{split}-{digest}.npz"
@@ -206,8 +212,14 @@ def _decode_images(samples: list[tuple[str, int]]) -> tuple[torch.Tensor, torch.
 
     images = []
     for path, _ in samples:
-        with Image.open(path) as img:
-            images.append(np.asarray(img.convert("RGB")))
+        try:
+            with Image.open(path) as img:
+                images.append(np.asarray(img.convert("RGB")))
+        except OSError as exc:  # PIL's UnidentifiedImageError, truncated or unreadable files
+            raise ConfigError(
+                f"image_folder cannot read {path} as an image ({type(exc).__name__}); "
+                "fix or remove it."
+            ) from None
     shapes = {im.shape for im in images}
     if len(shapes) != 1:
         raise ConfigError(f"image_folder images must all have one size; found {sorted(shapes)}.")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from gclab.errors import ConfigError
 from gclab.schemas import register
 
 
@@ -27,6 +28,8 @@ class SmallCNN(nn.Module):
 
     def __init__(self, num_classes: int = 10, width: int = 32) -> None:
         super().__init__()
+        if width < 1:  # torch would build empty or negative layers and fail in a worker
+            raise ConfigError(f"model.width={width} is invalid: it must be an integer >= 1.")
         c1, c2, c3 = width, 2 * width, 4 * width
         self.features = nn.Sequential(
             nn.Conv2d(3, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gclab.errors import ConfigError
 from gclab.network import draws
 from gclab.network.base import DelayModel, probability
 from gclab.schemas import register
@@ -23,6 +24,11 @@ class Bernoulli(DelayModel):
 
     def __init__(self, p: float) -> None:
         self.p = probability("p", p)
+        if self.p == 1:  # the protocol would retry 4096 times per packet, then give up
+            raise ConfigError(
+                "delay.p=1 is invalid: every transmission would be lost and no job could "
+                "ever decode; use a probability in [0, 1)."
+            )
 
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         return draws.uniform(seed, draws.LOSS, round, n) < self.p

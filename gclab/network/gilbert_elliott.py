@@ -66,6 +66,13 @@ class GilbertElliott(DelayModel):
                 )
             self.p_good_bad = probability("p_good_bad", p_good_bad)
             self.p_bad_good = probability("p_bad_good", p_bad_good, positive=True)
+        good_forever = self.p_good_bad == 0  # the stationary law starts every worker good
+        if self.loss_good == 1 and (self.loss_bad == 1 or good_forever):
+            raise ConfigError(
+                f"delay.loss_good=1 with loss_bad={self.loss_bad} and "
+                f"p_good_bad={self.p_good_bad} loses every transmission, so no job could ever "
+                "decode; lower loss_good (or loss_bad with p_good_bad > 0)."
+            )
         self._chains: dict[tuple[int, int], list[np.ndarray]] = {}
 
     def _from_rate(

@@ -10,7 +10,6 @@ from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig, RecoveryError, RoundOutcome, RoundProtocol
 from gclab.network.base import DelayModel
-from gclab.network.bernoulli import Bernoulli
 
 
 class Scripted(DelayModel):
@@ -163,9 +162,19 @@ def test_virtual_clock_sums_durations() -> None:
     assert protocol.clock == 13
 
 
+class LosesEverything(DelayModel):
+    """Every transmission lost: the configs reject such models, the protocol still must not hang."""
+
+    def lost(self, round: int, n: int, seed: int) -> np.ndarray:
+        return np.ones(n, dtype=bool)
+
+    def relost(self, round: int, packet_round: int, attempts: int, n: int, seed: int) -> np.ndarray:
+        return np.ones((attempts, n), dtype=bool)
+
+
 def test_loss_model_that_never_delivers_raises() -> None:
     with pytest.raises(RecoveryError, match="lost 4096 times"):
-        run(Uncoded(4), Bernoulli(1.0), policy="all")
+        run(Uncoded(4), LosesEverything(), policy="all")
 
 
 class OneRoundLate(Scheme):

@@ -1,0 +1,388 @@
+"""Bad input costs seconds, not a night: every case fails in one sentence, before Ray.
+
+Each case names the bad value and what would be valid. Value errors are
+:class:`ConfigError` raised by ``gclab.app.build`` (which never touches Ray) or by the
+simulator's ``prepare``; schema errors (unknown option, misspelt key, wrong type) are
+Hydra's ``ConfigCompositionException`` at compose time. The CLI cases at the end check
+what a user sees: exit code 2 (Hydra's 1 for schema errors), one ``gclab: error:`` line
+on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+from hydra.errors import ConfigCompositionException, InstantiationException
+from omegaconf import DictConfig
+
+from gclab.app import build, run
+from gclab.errors import ConfigError
+from gclab.runtime import cluster as cluster_module
+from gclab.runtime.cluster import Cluster
+from gclab.sim.__main__ import prepare
+from gclab.sim.engine import simulate
+from gclab.tracking.artifacts import save_checkpoint
+from tests.conftest import TINY, compose_config
+from tests.test_cli import free_port
+
+#: TINY with a smaller training set, so that building a case (it loads data) is quick.
+BASE = [o for o in TINY if not o.startswith("data.")] + ["data.train_size=128", "data.test_size=16"]
+
+
+def overrides(extra: list[str], files: Path) -> list[str]:
+    """BASE plus ``extra`` (``{files}`` filled in); a ``data=`` option drops BASE's data keys."""
+    extra = [o.format(files=files) for o in extra]
+    swaps_data = any(o.startswith("data=") for o in extra)
+    return [o for o in BASE if not (swaps_data and o.startswith("data"))] + extra
+
+
+def assert_one_sentence(message: str, pattern: str) -> None:
+    """One line, ending like a sentence, matching ``pattern`` (the value and what is valid)."""
+    assert "\n" not in message and message.endswith("."), message
+    assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Malformed traces and data roots that the cases below point at."""
+    root = tmp_path_factory.mktemp("bad_input")
+    good = np.ones((4, 3))
+    np.savez(root / "wrong_keys.npz", times=good, load=0.0)
+    np.savez(root / "one_dim.npz", durations=np.ones(4), load=0.0)
+    np.savez(root / "nan.npz", durations=np.where(good > 0, np.nan, 0.0), load=0.0)
+    np.savez(root / "negative.npz", durations=-good, load=0.0)
+    np.savez(root / "no_load.npz", durations=good)
+    np.savez(root / "short.npz", durations=np.ones((2, 3)), load=0.0)
+    (root / "not_npz.npz").write_text("durations: 1, 2, 3\n")
+    (root / "only_train" / "train" / "cat").mkdir(parents=True)
+    for split in ("train", "test"):
+        (root / "no_classes" / split).mkdir(parents=True)
+        (root / "not_images" / split / "cat").mkdir(parents=True)
+        (root / "not_images" / split / "cat" / "x.png").write_text("not a png")
+    (root / "empty").mkdir()
+    return root
+
+
+# (id, overrides, what the sentence must say). None of these is in tests/test_app.py.
+BUILD_CASES = [
+    # scheme
+    ("s-at-least-n", ["scheme=classic_cr", "scheme.s=4"],
+     r"scheme\.s=4 needs 0 <= s < n but n=4; valid s for n=4: 0, 1, 2, 3\."),
+    ("fr-s-plus-1-not-dividing-n", ["scheme=classic_fr", "scheme.s=2"],
+     r"scheme\.s=2 needs \(s\+1\) \| n but n=4; valid s for n=4: 0, 1, 3\."),
+    ("cce-s-plus-m-above-n", ["scheme=cce_cr", "scheme.s=2", "scheme.m=3"],
+     r"scheme\.s=2, scheme\.m=3 needs s \+ m <= n but n=4; valid m for s=2, n=4: 1, 2\."),
+    ("cce-fr-group-not-dividing-n", ["scheme=cce_fr", "scheme.s=1", "scheme.m=2"],
+     r"scheme\.s=1, scheme\.m=2 needs \(s\+m\) \| n but n=4; valid m for s=1, n=4: 1, 3\."),
+    ("negative-T", ["scheme=pipelined_cr", "scheme.T=-1"],
+     r"scheme\.T=-1 needs T >= 0 .*valid T: 0, 1, 2, 3\."),
+    ("sgc-B-not-dividing-W-1", ["scheme=sr_sgc", "scheme.B=2", "scheme.W=4"],
+     r"scheme\.B=2, scheme\.W=4 needs B \| \(W-1\) .*valid W for B=2: 3, 5"),
+    ("msgc-lam-above-n", ["scheme=m_sgc", "scheme.lam=9"],
+     r"scheme\.lam=9 needs 0 <= lam <= n but n=4; valid lam for n=4: 0, 1, 2, 3, 4\."),
+    ("unknown-construction", ["scheme=classic_cr", "scheme.construction=foo"],
+     r"scheme\.construction='foo' is not a classic_cr construction; valid: nodes, tandon\."),
+    # model
+    ("zero-width", ["model.width=0"], r"model\.width=0 is invalid: it must be an integer >= 1\."),
+    # data
+    ("empty-training-set", ["data.train_size=0"], r"data\.train_size=0 is invalid: .* >= 1\."),
+    ("one-class", ["data.num_classes=1"], r"data\.num_classes=1 is invalid: .* >= 2\."),
+    ("root-without-test", ["data=image_folder", "data.root={files}/only_train"],
+     r"data\.root=.*only_train has no test/ folder; image_folder needs root/train/<class>/ "
+     r"and root/test/<class>/"),
+    ("root-without-class-folders", ["data=image_folder", "data.root={files}/no_classes"],
+     r"data\.root=.*no_classes: train/ holds no images .*root/train/<class>/<image file>\."),
+    ("unreadable-image", ["data=image_folder", "data.root={files}/not_images"],
+     r"cannot read .*x\.png as an image \(UnidentifiedImageError\); fix or remove it\."),
+    ("root-not-given", ["data=image_folder"],
+     r"data\.root is missing: give it on the command line, e.g\. data\.root=\.\.\."),
+    ("cifar-not-downloaded", ["data=cifar10", "data.root={files}/empty", "data.download=false"],
+     r"CIFAR-10 is not in data\.root=.*empty .*or data=synthetic for an offline run\."),
+    ("cifar-layout-missing", ["data=cifar10", "data.root={files}/empty", "data.verify=false"],
+     r"data\.verify=false needs the CIFAR-10 python layout, but .*data_batch_1 is missing\."),
+    # delay
+    ("p-above-one", ["delay=bernoulli", "delay.p=1.5"],
+     r"delay\.p=1\.5 is invalid: it must be a probability in \[0, 1\]\."),
+    ("p-one-loses-everything", ["delay=bernoulli", "delay.p=1"],
+     r"delay\.p=1 is invalid: every transmission would be lost.*\[0, 1\)\."),
+    ("ge-absorbing-bad-state", ["delay=gilbert_elliott", "delay.p_good_bad=0.1",
+                                "delay.p_bad_good=0"],
+     r"delay\.p_bad_good=0\.0 is invalid: it must be a probability in \(0, 1\]\."),
+    ("ge-probability-above-one", ["delay=gilbert_elliott", "delay.p_good_bad=1.2",
+                                  "delay.p_bad_good=0.5"],
+     r"delay\.p_good_bad=1\.2 is invalid: it must be a probability in \[0, 1\]\."),
+    ("ge-half-a-chain", ["delay=gilbert_elliott", "delay.p_good_bad=0.1"],
+     r"delay\.p_bad_good is missing: the chain needs both probabilities\."),
+    ("ge-no-chain", ["delay=gilbert_elliott"],
+     r"needs either delay\.p_good_bad and delay\.p_bad_good, or delay\.loss_rate and "
+     r"delay\.burst_length\."),
+    ("ge-chain-and-rate", ["delay=gilbert_elliott", "delay.p_good_bad=0.1",
+                           "delay.p_bad_good=0.5", "delay.loss_rate=0.1"], r", not both\."),
+    ("ge-rate-impossible-for-burst", ["delay=gilbert_elliott", "delay.loss_rate=0.9",
+                                      "delay.burst_length=1"],
+     r"delay\.loss_rate=0\.9 is impossible with burst_length=1\.0: it must be <= .* = 0\.5\."),
+    ("ge-burst-below-one-round", ["delay=gilbert_elliott", "delay.loss_rate=0.1",
+                                  "delay.burst_length=0.5"],
+     r"delay\.burst_length=0\.5 is invalid: it must be >= 1 round\."),
+    ("ge-loses-everything", ["delay=gilbert_elliott", "delay.p_good_bad=0.1",
+                             "delay.p_bad_good=0.5", "delay.loss_good=1", "delay.loss_bad=1"],
+     r"delay\.loss_good=1 with loss_bad=1\.0 .*loses every transmission.*lower loss_good"),
+    ("straggler-negative-mean", ["delay=straggler", "delay.mean=-1"],
+     r"delay\.mean=-1\.0 is invalid: it must be >= 0\."),
+    ("more-slow-workers-than-workers", ["delay=straggler", "delay.slow_workers=9"],
+     r"delay\.slow_workers=9 is invalid: the run has only 4 workers\."),
+    ("composite-bad-part", ["delay=composite", "delay.loss.p=2"],
+     r"delay\.p=2\.0 is invalid: it must be a probability"),
+    ("trace-without-path", ["delay=trace"],
+     r"delay\.path is missing: delay=trace needs the path of an \.npz trace\."),
+    ("trace-missing", ["delay=trace", "delay.path={files}/absent.npz"],
+     r"delay\.path='.*absent\.npz' is not a file: give the path of an \.npz trace\."),
+    ("trace-not-npz", ["delay=trace", "delay.path={files}/not_npz.npz"],
+     r"delay\.path='.*not_npz\.npz' is not a readable \.npz trace"),
+    ("trace-wrong-keys", ["delay=trace", "delay.path={files}/wrong_keys.npz"],
+     r"trace wrong_keys\.npz has keys \['load', 'times'\] but needs 'durations'"),
+    ("trace-wrong-shape", ["delay=trace", "delay.path={files}/one_dim.npz"],
+     r"trace one_dim\.npz: 'durations' has shape \(4,\) .* workers × rounds array\."),
+    ("trace-nan", ["delay=trace", "delay.path={files}/nan.npz"],
+     r"trace nan\.npz: 'durations' must be finite and >= 0"),
+    ("trace-negative", ["delay=trace", "delay.path={files}/negative.npz"],
+     r"trace negative\.npz: 'durations' must be finite and >= 0"),
+    ("trace-without-load", ["delay=trace", "delay.path={files}/no_load.npz"],
+     r"has no 'load' entry: set delay\.base_load to the load it was recorded at\."),
+    ("trace-too-short", ["delay=trace", "delay.path={files}/short.npz", "delay.beyond=error"],
+     r"trace short\.npz has 2 workers × 3 rounds but the run needs 4 × 4: .*delay\.beyond=wrap"),
+    # network
+    ("negative-rto", ["network.rto=-1"],
+     r"network\.rto=-1\.0 is invalid: it must be a finite number > 0\."),
+    ("negative-mu", ["network.mu=-1"],
+     r"network\.mu=-1\.0 is invalid: it must be a finite number >= 0\."),
+    ("unknown-policy", ["network.policy=first"],
+     r"network\.policy='first' is invalid: it must be one of deadline, all\."),
+    # cluster
+    ("port-out-of-range", ["cluster=ray", "cluster.address=127.0.0.1:99999"],
+     r"cluster\.address='127\.0\.0\.1:99999' is invalid \(expected host:port with a port in "
+     r"1\.\.65535\): use null .*, auto, ray://host:port or host:port\."),
+    ("address-without-port", ["cluster=ray", "cluster.address=headnode"],
+     r"cluster\.address='headnode' is invalid"),
+    ("infinite-cpus", ["cluster.worker_cpus=inf"],
+     r"cluster\.worker_cpus=inf .* both must be finite and >= 0"),
+    ("zero-timeout", ["cluster.timeout=0"], r"cluster\.timeout=0\.0 is invalid: it must be > 0"),
+    # train
+    ("batch-smaller-than-partitions", ["train.batch_size=2"],
+     r"train\.batch_size=2 is not divisible by the 4 data shards .*a multiple of 4, e\.g\. 4\."),
+    ("batch-zero", ["train.batch_size=0"], r"train\.batch_size=0 must be >= 1\."),
+    ("rounds-zero", ["train.rounds=0"], r"train\.rounds=0 is invalid: it must be >= 1"),
+    ("infinite-lr", ["train.lr=inf"], r"train\.lr=inf is invalid: .* a finite number > 0\."),
+    ("infinite-epochs", ["train.rounds=null", "train.epochs=inf"],
+     r"train\.epochs=inf is invalid: it must be a finite number > 0\."),
+    ("negative-weight-decay", ["train.weight_decay=-1"],
+     r"train\.weight_decay=-1\.0 must be a finite number >= 0\."),
+    ("nesterov-without-momentum", ["train.nesterov=true", "train.momentum=0"],
+     r"train\.nesterov=true needs train\.momentum > 0"),
+    ("negative-seed", ["seed=-1"], r"seed=-1 is invalid: it must be an integer >= 0\."),
+    # faults
+    ("malformed-fault", ["faults.crash=[x]"],
+     r"faults\.crash entry 'x' is invalid: write it as 'round:worker'\."),
+    ("fault-on-missing-worker", ["faults.stall=[0:9:1]"],
+     r"faults\.stall entry '0:9:1' is invalid: .*worker in \[0, 4\)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"), [pytest.param(e, p, id=i) for i, e, p in BUILD_CASES]
+)
+def test_training_config_fails_in_build_with_one_sentence(
+    extra: list[str], pattern: str, files: Path
+) -> None:
+    cfg = compose_config(overrides(extra, files))
+    had_ray = ray.is_initialized()
+    with pytest.raises(ConfigError) as info:
+        build(cfg)
+    assert ray.is_initialized() == had_ray  # build never starts (or joins) Ray
+    assert_one_sentence(str(info.value), pattern)
+
+
+COMPOSE_CASES = [
+    *[
+        (f"unknown-{group}", [f"{group}=nope"], rf"Could not find '{group}/nope'.*"
+         rf"Available options in '{group}':.*{option}")
+        for group, option in [("scheme", "classic_cr"), ("model", "resnet18"),
+                              ("data", "synthetic"), ("delay", "gilbert_elliott"),
+                              ("cluster", "local"), ("logger", "none")]
+    ],
+    ("s-not-an-integer", ["scheme=classic_cr", "scheme.s=1.5"],
+     r"scheme\.s=1\.5.*could not be converted to Integer"),
+    ("misspelt-delay-key", ["delay=bernoulli", "delay.pp=0.1"], r"delay\.pp"),
+    ("resume-not-a-bool", ["resume=maybe"], r"resume=maybe.*Value 'maybe' is not a valid bool"),
+    ("unknown-schedule", ["train.schedule=linear"],
+     r"train\.schedule=linear.*Invalid value 'linear', expected one of \[constant, cosine, step\]"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"), [pytest.param(e, p, id=i) for i, e, p in COMPOSE_CASES]
+)
+def test_schema_errors_fail_at_compose_time(extra: list[str], pattern: str, files: Path) -> None:
+    with pytest.raises(ConfigCompositionException) as info:
+        compose_config(overrides(extra, files))
+    chain, cause = [], info.value
+    while cause is not None:  # Hydra puts the offending key in one layer, the reason in another
+        chain.append(str(cause))
+        cause = cause.__cause__
+    assert re.search(pattern, "\n".join(chain), re.DOTALL), chain
+
+
+def sim_error(extra: list[str]) -> ConfigError:
+    """The ConfigError the simulator reports for ``extra`` (through Hydra's wrapper, if any)."""
+    cfg = compose_config(extra, name="sim")
+    with pytest.raises((ConfigError, InstantiationException)) as info:
+        scheme, delay, network = prepare(cfg)
+        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
+    cause: BaseException | None = info.value
+    while cause is not None and not isinstance(cause, ConfigError):
+        cause = cause.__cause__
+    assert cause is not None, f"no ConfigError behind {info.value!r}"
+    return cause
+
+
+@pytest.mark.parametrize(
+    ("extra", "pattern"),
+    [
+        (["cluster.workers=0"], r"cluster\.workers=0 is invalid: it must be an integer >= 1\."),
+        (["scheme=classic_fr", "cluster.workers=8", "scheme.s=2"],
+         r"scheme\.s=2 needs \(s\+1\) \| n but n=8; valid s for n=8: 0, 1, 3, 7\."),
+        (["sim.jobs=0"], r"sim\.jobs=0 is invalid: it must be an integer >= 1\."),
+        (["sim.unit_time=-1"], r"sim\.unit_time=-1\.0 is invalid: it must be a finite number"),
+        (["sim.search=true", "sim.grid=[]"], r"sim\.grid=\[\] is invalid: give at least one"),
+        (["seed=-1"], r"seed=-1 is invalid: it must be an integer >= 0\."),
+    ],
+    ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed"],
+)  # fmt: skip
+def test_simulator_config_fails_before_any_round(extra: list[str], pattern: str) -> None:
+    assert_one_sentence(str(sim_error(extra)), pattern)
+
+
+@pytest.fixture
+def resume_cfg() -> DictConfig:
+    return compose_config([*BASE, "resume=true"])
+
+
+def test_resume_without_checkpoint_fails_before_ray(tmp_path: Path, resume_cfg) -> None:
+    with pytest.raises(ConfigError) as info:
+        run(resume_cfg, tmp_path)
+    assert_one_sentence(
+        str(info.value), rf"resume=true but {re.escape(str(tmp_path))}/checkpoint\.pt does not"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing written for a rejected run
+
+
+def test_resume_from_a_corrupt_checkpoint_fails_without_unsafe_advice(
+    tmp_path: Path, resume_cfg
+) -> None:
+    (tmp_path / "checkpoint.pt").write_bytes(b"half a checkpoint")
+    with pytest.raises(ConfigError) as info:
+        run(resume_cfg, tmp_path)
+    assert_one_sentence(str(info.value), r"checkpoint\.pt is not a readable gclab checkpoint")
+    assert "weights_only" not in str(info.value)  # torch's own message suggests turning it off
+
+
+def test_resume_with_a_changed_config_fails(tmp_path: Path, resume_cfg) -> None:
+    save_checkpoint(tmp_path / "checkpoint.pt", {"config": "seed: 1\n", "round": 0})
+    with pytest.raises(ConfigError) as info:
+        run(resume_cfg, tmp_path)
+    assert_one_sentence(str(info.value), r"the config differs from the one that wrote")
+
+
+def test_cluster_address_nobody_listens_on_fails_in_the_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The TCP probe refuses before ``ray.init`` (which would retry for minutes)."""
+
+    def must_not_start(*args: object, **kwargs: object) -> None:
+        raise AssertionError("ray.init was called for an address nobody listens on")
+
+    # Another test may hold the session Ray: pretend there is none, and forbid starting one.
+    monkeypatch.setattr(cluster_module.ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(cluster_module.ray, "init", must_not_start)
+    address = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as info:
+        Cluster(address=address).connect()
+    assert time.monotonic() - start < 10
+    assert_one_sentence(
+        str(info.value),
+        rf"cluster\.address='{re.escape(address)}': no Ray cluster answered .*cluster=local\.",
+    )
+
+
+# CLI: (id, module, arguments, exit code, stderr line). Started together: ~6 s on 2 cores.
+CLI_CASES = [
+    ("fr-s", "gclab", [*BASE, "scheme=classic_fr", "scheme.s=2"], 2,
+     "gclab: error: scheme.s=2 needs (s+1) | n but n=4; valid s for n=4: 0, 1, 3."),
+    ("root-not-given", "gclab", ["data=image_folder", "logger=none"], 2,
+     "gclab: error: data.root is missing: give it on the command line, e.g. data.root=..."),
+    ("resume-without-checkpoint", "gclab", [*BASE, "resume=true"], 2,
+     "gclab: error: resume=true but "),
+    ("unknown-scheme", "gclab", [*BASE, "scheme=nope"], 1,
+     "In 'config': Could not find 'scheme/nope'"),
+    ("sim-p-one", "gclab.sim", ["delay=bernoulli", "delay.p=1"], 2,
+     "gclab.sim: delay.p=1 is invalid: every transmission would be lost"),
+    ("sim-nan-trace", "gclab.sim", ["delay=trace", "delay.path={files}/nan.npz"], 2,
+     "gclab.sim: trace nan.npz: 'durations' must be finite and >= 0"),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cli_results(
+    files: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, tuple[subprocess.CompletedProcess[str], Path]]]:
+    """Run every CLI case at once (each mostly waits on imports), keyed by id."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    started = {}
+    for case, module, args, _, _ in CLI_CASES:
+        out = tmp_path_factory.mktemp(case)
+        args = [a.format(files=files) for a in args]
+        argv = [sys.executable, "-m", module, *args, f"hydra.run.dir={out}"]
+        pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+        started[case] = (argv, out, subprocess.Popen(argv, env=env, cwd=out, **pipes))
+    results = {}
+    try:
+        for case, (argv, out, proc) in started.items():
+            stdout, stderr = proc.communicate(timeout=180)
+            results[case] = (
+                subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr),
+                out,
+            )
+        yield results
+    finally:
+        for _, _, proc in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "code", "line"),
+    [pytest.param(c, code, line, id=c) for c, _, _, code, line in CLI_CASES],
+)
+def test_cli_exits_with_one_line_and_no_traceback(
+    cli_results: dict[str, tuple[subprocess.CompletedProcess[str], Path]],
+    case: str,
+    code: int,
+    line: str,
+) -> None:
+    proc, out = cli_results[case]
+    assert proc.returncode == code, proc.stderr[-2000:]
+    assert any(row.startswith(line) for row in proc.stderr.splitlines()), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Started a local Ray" not in proc.stderr
+    assert not (out / "metrics.jsonl").exists() and not (out / "summary.json").exists()
