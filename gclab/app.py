@@ -120,6 +120,11 @@ def build(cfg: DictConfig):
     shard = len(data.train_y) // scheme.k
     per_shard = batch // scheme.k
     _check(
+        shard >= 1,
+        f"the training set has {len(data.train_y)} samples, fewer than the {scheme.k} data "
+        f"shards of {scheme.describe()}; use more data or fewer workers.",
+    )
+    _check(
         per_shard <= shard,
         f"train.batch_size={batch} needs {per_shard} samples from each of {scheme.k} shards, "
         f"but a shard holds only {shard}; use a batch of at most {shard * scheme.k}.",

@@ -96,3 +96,15 @@ def test_stale_pipeline_decodes_every_job_within_T_under_bursty_loss(ray_session
     assert sum(r["lost"] for r in rounds) > 0
     assert all(0 <= d <= 2 for r in rounds for d in r["decode_delays"])
     assert summary["decode_delay_max"] <= 2
+
+
+def test_stale_pipeline_without_losses_decodes_at_delay_zero_and_is_exact_sgd(
+    ray_session, tmp_path
+):
+    cfg = compose_config(
+        [*TINY, "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", "cluster.workers=4",
+         f"train.rounds={JOBS}", "network.policy=all"]
+    )  # fmt: skip
+    assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
+    rounds = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
+    assert [r["decode_delays"] for r in rounds] == [[0]] * JOBS + [[]] * 2
