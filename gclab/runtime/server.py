@@ -171,12 +171,13 @@ def _loop(
 
         compute = np.array([reports[w].seconds if w in reports else 0.0 for w in range(scheme.n)])
         outcome = plan.protocol.run_round(r, compute, decoder, payload, failed)
+        # decode latency: coefficient lookup + combine, not the optimizer step
         decode_start = time.perf_counter()
         # drain rounds (r >= num_jobs) start jobs that do not exist: never decode them
-        applied, decoded = [], [j for j in decoder.decodable() if j < plan.num_jobs]
-        for job in decoded:
-            applied += server.submit(job, decoder.decode(job))
+        decoded = [j for j in decoder.decodable() if j < plan.num_jobs]
+        gradients = [decoder.decode(job) for job in decoded]
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
+        applied = [a for job, g in zip(decoded, gradients) for a in server.submit(job, g)]
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
