@@ -109,9 +109,14 @@ class ParameterServer:
                 flat.load_state_vector(state)
 
     def state_dict(self) -> dict:
-        """Models, optimizers and schedules, for the checkpoint (``model`` = model 0)."""
+        """Models, optimizers and schedules for the checkpoint.
+
+        ``model``/``optimizer`` are model 0's (the only one unless interleaved), the keys
+        DESIGN.md promises; ``models``/``optimizers``/``schedulers`` hold all of them.
+        """
         return {
             "model": self.models[0].model.state_dict(),
+            "optimizer": self.optimizers[0].state_dict(),
             "models": [m.model.state_dict() for m in self.models],
             "optimizers": [o.state_dict() for o in self.optimizers],
             "schedulers": [s.state_dict() if s else None for s in self.schedulers],
