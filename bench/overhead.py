@@ -21,7 +21,9 @@ actors or the actors for the driver costs wall time on a dedicated machine, not 
 
 For gclab, ``actor compute`` is the slowest actor's measured compute per round (its
 logical workers' seconds summed) and ``framework`` is the rest of the period: broadcast,
-calls, collecting, decoding, the optimizer step, recording.
+calls, collecting, decoding, the optimizer step, recording; ``decode ms`` is the runs'
+mean ``decode_ms`` (coefficient lookup + combine; it included the optimizer step before
+commit 1eeee40).
 
     python bench/overhead.py                       # CIFAR-10, cnn, batch 512, n=1,2,4,8, 20 rounds
     python bench/overhead.py --batch 128 --workers 4 --rounds 0 --plain-threads 2  # 1 epoch
@@ -63,7 +65,7 @@ class Result:
     startup: float  # seconds from the call to the first step (includes that step)
     accuracy: float
     compute_ms: float = 0.0  # gclab: slowest actor's compute per round
-    decode_ms: float = 0.0  # gclab: decode and optimizer step per round
+    decode_ms: float = 0.0  # gclab: metrics.jsonl decode_ms (with the step before 1eeee40)
 
 
 def plain_loop(plan: TrainingPlan, threads: int, clock: StepClock) -> Result:
@@ -167,7 +169,7 @@ def main() -> None:
         "gclab samples/s", "gclab steps/s",
         *(f"ratio to plain {t}-thread" for t in plain_threads), "gclab CPU ms/step",
         *(f"CPU ratio to plain {t}-thread" for t in plain_threads), "actor compute ms",
-        "framework ms", "decode+step ms", "gclab start-up s", "gclab test acc",
+        "framework ms", "decode ms", "gclab start-up s", "gclab test acc",
         "plain test acc",
     ]  # fmt: skip
     print("| " + " | ".join(columns) + " |")
