@@ -90,3 +90,13 @@ def test_build_does_not_start_ray():
 
 def test_conf_dir_is_absolute_and_ships_config():
     assert Path(CONF_DIR).is_absolute() and (CONF_DIR / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize("workers", [4, 8, 16])
+@pytest.mark.parametrize("scheme", options("scheme"))
+def test_every_scheme_builds_with_its_defaults_at_readme_sizes(scheme, workers):
+    """`python -m gclab scheme=<any> cluster.workers=<4|8|16>` must work as documented."""
+    overrides = [o for o in TINY if not o.startswith("train.batch_size")]
+    plan, _ = build(compose_config([*overrides, f"scheme={scheme}", f"cluster.workers={workers}",
+                                    "train.batch_size=64"]))  # fmt: skip
+    assert plan.scheme.n == workers

@@ -65,7 +65,7 @@ class CCECR(_Described, LinearScheme):
 class CCEFRConfig:
     _target_: str = "gclab.coding.cce.CCEFR"
     s: int = 1
-    m: int = 2
+    m: int = 3  # s+m = 4 divides every n the README uses (4, 8, 16)
 
 
 class CCEFR(_Described, FractionalScheme):
