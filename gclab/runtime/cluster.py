@@ -22,6 +22,7 @@ class LocalClusterConfig:
     worker_cpus: float = 0.5
     worker_gpus: float = 0.0
     threads_per_actor: int = 1
+    server_threads: int = 1
     timeout: float = 120.0
     dashboard: bool = False
     address: str | None = None
@@ -36,7 +37,10 @@ class RayClusterConfig(LocalClusterConfig):
 class Cluster:
     """How many logical workers, how they are packed into actors, and where Ray runs.
 
-    ``timeout``: seconds the server waits for the remaining actors once the first one
+    ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
+    1 by default, since a second thread mostly spins against the workers on a busy
+    machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
+    with 1). ``timeout``: seconds the server waits for the remaining actors once the first one
     answered; later ones are taken as stuck, restarted, and their packets erased.
     ``address=None`` starts a private local Ray bound to loopback, without the
     dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
@@ -51,6 +55,7 @@ class Cluster:
         worker_cpus: float = 0.5,
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
+        server_threads: int = 1,
         timeout: float = 120.0,
         dashboard: bool = False,
         address: str | None = None,
@@ -72,6 +77,8 @@ class Cluster:
             )
         if threads_per_actor < 1:
             raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
+        if server_threads < 1:
+            raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
             raise ConfigError(
                 f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
@@ -89,6 +96,7 @@ class Cluster:
         self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus
         self.threads_per_actor, self.timeout, self.address = threads_per_actor, timeout, address
         self.dashboard = dashboard
+        self.server_threads = server_threads
 
     def groups(self) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible."""

@@ -141,6 +141,7 @@ class ParameterServer:
 
 def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
     """Start the workers, run every round, and return the run summary."""
+    torch.set_num_threads(plan.cluster.server_threads)
     plan.cluster.connect()
     pool, normalizer = _start_workers(plan)
     try:
