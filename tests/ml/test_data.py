@@ -82,3 +82,13 @@ def test_synthetic_is_seeded_and_learnable_shaped():
     assert not torch.equal(a.train_x, SyntheticData(64, 16, seed=4).load().train_x)
     with pytest.raises(ConfigError, match="train_size=0"):
         SyntheticData(train_size=0)
+
+
+@pytest.mark.cifar
+def test_shared_cifar10_loads_as_an_image_folder(shared_cifar):
+    """The real dataset (shared JPEG copy): 50k/10k images, 10 classes, cached decode."""
+    data = ImageFolderData(str(shared_cifar)).load()
+    assert data.train_x.shape == (50000, 3, 32, 32) and data.test_x.shape == (10000, 3, 32, 32)
+    assert data.num_classes == 10 and torch.bincount(data.train_y).tolist() == [5000] * 10
+    again = ImageFolderData(str(shared_cifar)).load()  # from the .npz cache beside the data
+    assert torch.equal(again.test_x, data.test_x)
