@@ -3,7 +3,9 @@
 For each (n, s): contiguous, spread and random straggler sets (a different seed from the
 one the stride search uses, so the numbers are out of sample); partial gradients are
 float32 N(0, 1), encoded by each worker's encoder, decoded by the scheme's decoder, and
-compared with the float64 sum of the same float32 partials. Prints a Markdown table.
+compared with the float64 sum of the same float32 partials. Prints a Markdown table, then
+(full mode) the worst error of the default constructions over *every* s the goal covers:
+s <= n/4 for n <= 64 and s <= 15 for n = 256.
 
     python bench/decode_accuracy.py [--quick]
 """
@@ -68,8 +70,10 @@ def main() -> None:
     sizes = (16, 64) if args.quick else (16, 64, 256)
     randoms, length = (8, 512) if args.quick else (24, 2048)
     columns = {
-        "classic_cr (ours)": lambda n, s: ClassicCR(n, s),
-        "cce_cr m=2 (ours)": lambda n, s: CCECR(n, s, 2),
+        "classic_cr (rotation)": lambda n, s: ClassicCR(n, s),
+        "cce_cr m=2 (rotation)": lambda n, s: CCECR(n, s, 2),
+        "classic_cr (real nodes)": lambda n, s: ClassicCR(n, s, "real"),
+        "cce_cr m=2 (real nodes)": lambda n, s: CCECR(n, s, 2, "real"),
         "Tandon random H, seed 0": lambda n, s: ClassicCR(n, s, "tandon", seed=0),
         "Tandon random H, seed 1": lambda n, s: ClassicCR(n, s, "tandon", seed=1),
         "classic_fr": lambda n, s: ClassicFR(n, s),
@@ -85,6 +89,28 @@ def main() -> None:
     print(f"\n({time.perf_counter() - start:.0f} s; rejected = sets whose weights failed the")
     print("residual check, so the decoder raised DecodeError; the error shown is what")
     print("decoding with those weights anyway would have given)")
+    if not args.quick:
+        every_s(columns, length, randoms)
+
+
+def every_s(columns: dict, length: int, randoms: int) -> None:
+    """Worst error over every s of the goal, for the default (rotation) constructions."""
+    start = time.perf_counter()
+    goals = {16: range(1, 5), 64: range(1, 17), 256: range(1, 16)}
+    defaults = list(columns)[:2]
+    print("\nworst over every s of the goal (s <= n/4 for n <= 64, s <= 15 at n = 256)\n")
+    print("| n | s | " + " | ".join(f"{c}: worst (at s)" for c in defaults) + " |")
+    print("|---|---|" + "---|" * len(defaults))
+    for n, svals in goals.items():
+        cells = []
+        for name in defaults:
+            errors = {
+                s: worst_error(columns[name](n, s), length, randoms)[0] for s in svals if s + 2 <= n
+            }
+            worst = max(errors, key=errors.get)
+            cells.append(f"{errors[worst]:.1e} (s={worst})")
+        print(f"| {n} | {svals.start}..{svals.stop - 1} | " + " | ".join(cells) + " |", flush=True)
+    print(f"\n({time.perf_counter() - start:.0f} s)")
 
 
 if __name__ == "__main__":

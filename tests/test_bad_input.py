@@ -90,7 +90,8 @@ BUILD_CASES = [
     ("msgc-lam-above-n", ["scheme=m_sgc", "scheme.lam=9"],
      r"scheme\.lam=9 needs 0 <= lam <= n but n=4; valid lam for n=4: 0, 1, 2, 3, 4\."),
     ("unknown-construction", ["scheme=classic_cr", "scheme.construction=foo"],
-     r"scheme\.construction='foo' is not a classic_cr construction; valid: nodes, tandon\."),
+     r"scheme\.construction='foo' is not a classic_cr construction; "
+     r"valid: rotation, real, tandon\."),
     # model
     ("zero-width", ["model.width=0"], r"model\.width=0 is invalid: it must be an integer >= 1\."),
     # data

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gclab.coding import params
-from gclab.coding.base import LinearScheme
-from gclab.coding.evaluation import EvaluationCode, strided_nodes
+from gclab.coding.evaluation import EvaluationScheme
 from gclab.coding.fractional import FractionalScheme
 from gclab.schemas import register
 
@@ -43,21 +40,22 @@ class CCECRConfig:
     _target_: str = "gclab.coding.cce.CCECR"
     s: int = 1
     m: int = 2
+    construction: str = "rotation"
 
 
-class CCECR(_Described, LinearScheme):
-    """Cyclic CCE-GC on real strided nodes: any ``n - s`` packets decode, fewer never do."""
+class CCECR(_Described, EvaluationScheme):
+    """Cyclic CCE-GC: any ``n - s`` packets decode, fewer never do.
+
+    ``construction``: ``rotation`` (roots of unity on float pairs, default) or ``real``
+    (real nodes), see :func:`gclab.coding.evaluation.search_nodes`.
+    """
 
     name = "cce_cr"
 
-    def __init__(self, n: int, s: int = 1, m: int = 2) -> None:
+    def __init__(self, n: int, s: int = 1, m: int = 2, construction: str = "rotation") -> None:
         self._check_workers(n)
         s, m = _check(n, s, m)
-        self.code = EvaluationCode(np.asarray(strided_nodes(n, s, m)), s, m)
-        self._init_linear(n, s, self.code.encoding)
-
-    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
-        return self.code.weights(survivors)
+        self._init_evaluation(n, s, m, construction)
 
 
 @register("scheme", "cce_fr")

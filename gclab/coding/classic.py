@@ -3,11 +3,12 @@
 * ``ignore_stragglers``: sum the first ``n - s`` arrivals, rescaled (approximate).
 * ``classic_fr``: fractional repetition, groups of ``s + 1`` (block form), 0/1 decoding.
 * ``classic_cr``: cyclic repetition, worker ``w`` holds ``w .. w+s``. The default
-  construction is the real evaluation-point code of :mod:`gclab.coding.evaluation` (the
-  ``m = 1`` case of CCE-GC: closed-form weights, strided nodes, per-row scaling), because
-  Tandon's random ``H`` loses up to 3e-3 relative accuracy with float32 payloads at
-  ``n = 256`` (REFERENCE.md §3). ``construction=tandon`` keeps Algorithm 1 with a seeded
-  Gaussian ``H`` and least-squares decoding, as the baseline the benchmarks compare with.
+  construction is the evaluation-point code of :mod:`gclab.coding.evaluation` (the
+  ``m = 1`` case of CCE-GC: closed-form weights, strided roots of unity on float pairs,
+  per-row scaling), because Tandon's random ``H`` loses up to 3e-3 relative accuracy
+  with float32 payloads at ``n = 256`` (REFERENCE.md §3). ``construction=real`` uses real
+  nodes; ``construction=tandon`` keeps Algorithm 1 with a seeded Gaussian ``H`` and
+  least-squares decoding, as the baseline the benchmarks compare with.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 
 from gclab.coding import params
 from gclab.coding.base import LinearScheme
-from gclab.coding.evaluation import EvaluationCode, strided_nodes
+from gclab.coding.evaluation import NODE_FAMILIES, EvaluationScheme
 from gclab.coding.fractional import FractionalScheme
 from gclab.errors import ConfigError
 from gclab.schemas import register
@@ -40,6 +41,7 @@ class IgnoreStragglers(LinearScheme):
 
     name = "ignore_stragglers"
     exact = False
+    exact_predicate = True
     order_matters = True
 
     def __init__(self, n: int, s: int = 1) -> None:
@@ -77,23 +79,25 @@ class ClassicFR(FractionalScheme):
 class ClassicCRConfig:
     _target_: str = "gclab.coding.classic.ClassicCR"
     s: int = 1
-    construction: str = "nodes"
+    construction: str = "rotation"
     seed: int = 0
 
 
-#: ``classic_cr`` constructions: real evaluation nodes (default) or Tandon's random H.
-CONSTRUCTIONS = ("nodes", "tandon")
+#: ``classic_cr`` constructions: evaluation nodes (:data:`NODE_FAMILIES`) or Tandon's H.
+CONSTRUCTIONS = (*NODE_FAMILIES, "tandon")
 
 
-class ClassicCR(LinearScheme):
+class ClassicCR(EvaluationScheme):
     """Cyclic repetition: any ``n - s`` packets decode, fewer never do.
 
-    ``seed`` only matters for ``construction=tandon`` (the draw of ``H``).
+    ``construction``: ``rotation`` (default) or ``real`` evaluation nodes
+    (:func:`gclab.coding.evaluation.search_nodes`), or ``tandon``: Algorithm 1 with a
+    Gaussian ``H`` drawn from ``seed`` and least squares over every received packet.
     """
 
     name = "classic_cr"
 
-    def __init__(self, n: int, s: int = 1, construction: str = "nodes", seed: int = 0) -> None:
+    def __init__(self, n: int, s: int = 1, construction: str = "rotation", seed: int = 0) -> None:
         self._check_workers(n)
         s = params.stragglers(n, s)
         if construction not in CONSTRUCTIONS:
@@ -101,19 +105,17 @@ class ClassicCR(LinearScheme):
                 f"scheme.construction={construction!r} is not a classic_cr construction; "
                 f"valid: {', '.join(CONSTRUCTIONS)}."
             )
-        self.construction = construction
-        self.code: EvaluationCode | None = None
-        if construction == "nodes":
-            self.code = EvaluationCode(np.asarray(strided_nodes(n, s, 1)), s, 1)
-            encoding = self.code.encoding
+        if construction == "tandon":
+            self.construction = construction
+            self.exact_predicate = False  # numerically, least squares can fall short
+            self._init_linear(n, s, tandon_encoding(random_h(n, s, params.integer("seed", seed))))
         else:
-            encoding = tandon_encoding(random_h(n, s, params.integer("seed", seed)))
-        self._init_linear(n, s, encoding)
+            self._init_evaluation(n, s, 1, construction)
 
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
-        if self.code is None:  # Tandon: least squares over every received packet
-            return super().decoding_weights(survivors)
-        return self.code.weights(survivors)
+        if self.construction == "tandon":
+            return LinearScheme.decoding_weights(self, survivors)
+        return super().decoding_weights(survivors)
 
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, s={self.s}, {self.construction})"

@@ -33,6 +33,8 @@ def cauchy_generator(d: int, m: int) -> np.ndarray:
 class FractionalScheme(LinearScheme):
     """Groups of ``s + m`` workers on shared partitions; per-group ``m×m`` decode."""
 
+    exact_predicate = True
+
     def _init_groups(self, n: int, s: int, m: int) -> None:
         d = s + m
         self.group_size = d

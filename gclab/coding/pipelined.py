@@ -2,10 +2,13 @@
 
 Worker ``w`` computes only the new job's ``s + 1`` partial gradients each round and sends
 one packet mixing its partials of the last ``T + 1`` jobs; job ``t`` is due at the end of
-round ``t + T``. ``T = 0`` is classic GC, packet for packet and decode for decode.
+round ``t + T``. ``T = 0`` is classic GC, packet for packet (to one float32 rounding)
+and decode for decode.
 
 ``pipelined_cr`` (time-coded cyclic GC, §5.1) on the real evaluation-point code of
-``classic_cr`` (:mod:`gclab.coding.evaluation`). Round ``τ``'s packets are evaluations
+``classic_cr construction=real`` (:mod:`gclab.coding.evaluation`; the job-space solves
+and the contraction argument of :func:`lag_scale` are real, so it keeps real nodes).
+Round ``τ``'s packets are evaluations
 ``f_w = P_τ(θ_w) / σ_w`` (``σ_w`` the classic per-worker scale) of the polynomial
 
     P_τ(x) = A_τ(x) + Σ_{k=0..T} g(τ−k) · x^(K−1+k),     deg A_τ < K − 1,  K = n − s,
@@ -19,7 +22,7 @@ i.e. §5.1's ``X`` is the monomials below ``K − 1`` (the interference ``A(τ)`
     G_k[j, w] = E_classic[w, j] · q_{j,k}(θ_w),          q_{j,0} = 1.
 
 Why this construction: it reuses the classic code's conditioning search and closed
-forms, ``T = 0`` is exactly ``classic_cr``, and decoding needs no large solve. The
+forms, ``T = 0`` is exactly ``classic_cr construction=real``, and decoding needs no large solve. The
 interference is eliminated in closed form: the divided difference of round ``τ``'s
 packets over ``K + i`` received nodes ``Z`` kills ``A_τ`` and equals
 ``Σ_k h_{k−i}(θ_Z)·g(τ−k)`` (``f[θ_Z]`` of ``x^p`` is ``h_{p−|Z|+1}(θ_Z)``), with packet
@@ -64,7 +67,7 @@ from gclab.coding.evaluation import (
     EvaluationCode,
     complete_symmetric,
     missing_complete,
-    strided_nodes,
+    search_nodes,
     without_nodes,
 )
 from gclab.errors import DecodeError
@@ -230,9 +233,10 @@ class AccumulatingEncoder(Encoder):
     """§5.3 worker state: ``T + 1`` running accumulators and the last ``T + 1`` packets.
 
     After computing job ``τ`` it adds ``G_k[j, w]·g_j(τ)`` into ``acc[k]``, sends ``acc[0]``
-    and shifts: memory ``(2T + 2)·l``, never the raw partials of earlier jobs. Terms are
-    formed in the partials' dtype in plan order, so ``T = 0`` reproduces the classic
-    encoder bit for bit.
+    and shifts: memory ``(2T + 2)·l``, never the raw partials of earlier jobs. The
+    accumulators keep the partials' dtype (float64 ones would double that memory), so at
+    ``T = 0`` a packet can differ from the classic encoder's, which rounds a float64 sum
+    once, by one float32 rounding.
     """
 
     def __init__(self, coefficients: np.ndarray, T: int) -> None:
@@ -408,7 +412,7 @@ class PipelinedCR(StreamScheme):
         self._check_workers(n)
         s = params.stragglers(n, s)
         T = params.delay(T)
-        self.code = EvaluationCode(np.asarray(strided_nodes(n, s, 1)), s, 1)
+        self.code = EvaluationCode(np.asarray(search_nodes("real", n, s, 1)), s, 1)
         shifted = self.code.nodes + node_shift(self.code.nodes)
         self.lag_scale = lag_scale(missing_complete(shifted, s + 1, T + 1))
         self.time_nodes = theta = self.lag_scale * shifted

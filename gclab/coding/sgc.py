@@ -267,9 +267,9 @@ class SRSGCDecoder(AdaptiveDecoder):
         if job not in self.decodable():
             raise DecodeError(f"job {job} is not decodable from the packets received so far.")
         got = self.results.pop(job)
-        used, weights = self.weights(tuple(got))
         result = None
-        if not self.symbolic:
+        if not self.symbolic:  # decodable() is exact: the simulator needs no weights
+            used, weights = self.weights(tuple(got))
             packets = [self.packets[got[w], w] for w in used]
             result = combine(packets, weights, self.grad_size)
         self.finish(job)
@@ -332,7 +332,8 @@ class MSGC(AdaptiveScheme):
         self.parts = tuple(
             Part(i, bounds[c], bounds[c + 1]) for i in range(n) for c in range(self.pieces)
         )
-        self.gc = ClassicCR(n, lam) if self.groups else None
+        # real: the D2 coefficients scale whole slots of a packet that also carries D1
+        self.gc = ClassicCR(n, lam, construction="real") if self.groups else None
         holders = self.gc.placement if self.gc else tuple((w,) for w in range(n))
         self.placement = holders  # shards: D1 needs shard w, D2 shards w..w+λ
 
@@ -456,17 +457,18 @@ class MSGCDecoder(AdaptiveDecoder):
     def decode(self, job: int) -> np.ndarray | None:
         if job < self.base or job in self.decoded or not self._ready(job):
             raise DecodeError(f"job {job} is not decodable from the packets received so far.")
-        pieces, weights = [], []
-        for (_, w), (r, slot) in sorted(self.d1.pop(job).items()):
-            pieces.append((r, w, slot))
-            weights.append(1.0)
-        for group in self.d2.pop(job, []):
-            used, coef = self.weights(tuple(group))
-            for w, c in zip(used, coef[0]):
-                pieces.append((group[w][0], w, group[w][1]))
-                weights.append(float(c))
+        d1, d2 = self.d1.pop(job), self.d2.pop(job, [])
         result = None
-        if not self.symbolic:
+        if not self.symbolic:  # _ready() is exact: the simulator needs no weights
+            pieces, weights = [], []
+            for (_, w), (r, slot) in sorted(d1.items()):
+                pieces.append((r, w, slot))
+                weights.append(1.0)
+            for group in d2:
+                used, coef = self.weights(tuple(group))
+                for w, c in zip(used, coef[0]):
+                    pieces.append((group[w][0], w, group[w][1]))
+                    weights.append(float(c))
             vectors = [self.slice(r, w, slot) for r, w, slot in pieces]
             result = combine(vectors, np.array([weights]), self.grad_size)
         self.finish(job)

@@ -18,11 +18,13 @@ def schemes(n: int) -> Iterator[LinearScheme]:
     for s in range(n):
         yield IgnoreStragglers(n, s)
         yield ClassicCR(n, s)
+        yield ClassicCR(n, s, construction="real")
         yield ClassicCR(n, s, construction="tandon", seed=1)
         if n % (s + 1) == 0:
             yield ClassicFR(n, s)
         for m in range(1, n - s + 1):
             yield CCECR(n, s, m)
+            yield CCECR(n, s, m, construction="real")
             if n % (s + m) == 0:
                 yield CCEFR(n, s, m)
 

@@ -9,7 +9,7 @@ import pytest
 from coding_helpers import decode, packets, partials, relative_error
 
 from gclab.coding.cce import CCECR, CCEFR
-from gclab.coding.evaluation import EvaluationCode, strided_nodes
+from gclab.coding.evaluation import EvaluationCode, search_nodes
 from gclab.errors import ConfigError
 
 #: §4 worker rows for n=4, s=1, m=2, θ = 0..3: coefficients of (g_j^1, g_j^2), j = 0..3.
@@ -79,24 +79,30 @@ def test_packet_is_a_fraction_and_load() -> None:
     assert relative_error(got, grads.sum(axis=0)) < 1e-12
 
 
-def test_strided_nodes_are_distinct_and_deterministic() -> None:
-    nodes = strided_nodes(64, 7, 2)
-    assert len(set(nodes)) == 64 and max(map(abs, nodes)) <= 1.0
-    strided_nodes.cache_clear()
-    assert strided_nodes(64, 7, 2) == nodes
+@pytest.mark.parametrize("family", ["rotation", "real"])
+def test_searched_nodes_are_distinct_and_deterministic(family: str) -> None:
+    nodes = search_nodes(family, 64, 7, 2)
+    assert len(set(nodes)) == 64 and max(map(abs, nodes)) <= 1.0 + 1e-12
+    if family == "rotation":
+        np.testing.assert_allclose(np.abs(nodes), 1.0)  # roots of unity
+    search_nodes.cache_clear()
+    assert search_nodes(family, 64, 7, 2) == nodes
 
 
-@pytest.mark.parametrize(("cls", "n", "s"), [(CCECR, 64, 7), (CCECR, 256, 15)])
-def test_float32_payload_accuracy(cls, n: int, s: int) -> None:
-    """Stability regression (§9.11): real strided nodes keep float32 decodes accurate."""
-    scheme = cls(n, s, 1)
+@pytest.mark.parametrize(
+    ("n", "s", "construction", "bound"),
+    [(64, 7, "rotation", 1e-5), (256, 15, "rotation", 1e-5), (64, 7, "real", 1e-4)],
+)
+def test_float32_payload_accuracy(n: int, s: int, construction: str, bound: float) -> None:
+    """Stability regression (§9.11): float32 packets decode accurately, at any n and s."""
+    scheme = CCECR(n, s, 1, construction)
     grads = partials(scheme, 64).astype(np.float32)
     sent = packets(scheme, grads)
     rng = np.random.default_rng(5)
     for start in (0, n // 3):
         survivors = [w for w in range(n) if (w - start) % n >= s]
         got = decode(scheme, sent, rng.permutation(survivors).tolist(), 64)
-        assert relative_error(got, grads.astype(np.float64).sum(axis=0)) < 1e-4
+        assert relative_error(got, grads.astype(np.float64).sum(axis=0)) < bound
 
 
 @pytest.mark.parametrize(
@@ -114,3 +120,31 @@ def test_bad_parameters_explain_themselves(make, fragments: list[str]) -> None:
         make()
     for fragment in fragments:
         assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("length", [11, 12, 64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rotation_packets_are_real_and_as_short_as_real_ones(m: int, length: int, dtype) -> None:
+    """Pairs of floats carry the complex code: same packet size as the real code."""
+    rotation, real = CCECR(9, 2, m), CCECR(9, 2, m, "real")
+    assert rotation.pairs and not real.pairs
+    grads = partials(rotation, length).astype(dtype)
+    sent = packets(rotation, grads)
+    assert all(p.dtype == dtype and p.ndim == 1 for p in sent)
+    assert sent[0].size == -(-length // (2 * m)) * 2  # ⌈l/m⌉ rounded up to even
+    assert sent[0].size - packets(real, grads)[0].size <= 1
+    got = decode(rotation, sent, [0, 2, 3, 5, 6, 7, 8], length)
+    assert got.dtype == np.float64 and got.shape == (length,)
+    tol = 1e-6 if dtype == np.float32 else 1e-12
+    assert relative_error(got, grads.astype(np.float64).sum(axis=0)) < tol
+
+
+def test_simulation_never_builds_the_code() -> None:
+    """The exact predicate decides symbolic rounds: no node search at n = 256."""
+    scheme = CCECR(256, 40, 2)
+    decoder = scheme.decoder()
+    for w in range(216):
+        decoder.receive(0, w, None)
+    assert decoder.decodable() == [0] and decoder.decode(0) is None
+    assert "code" not in vars(scheme) and "encoding" not in vars(scheme)

@@ -90,7 +90,7 @@ def test_tandon_random_h_properties(n: int, s: int) -> None:
 
 
 def test_classic_cr_support_and_load() -> None:
-    for construction in ("nodes", "tandon"):
+    for construction in ("rotation", "real", "tandon"):
         cr = ClassicCR(10, 3, construction=construction)
         cyclic = tuple(tuple(sorted((w + i) % 10 for i in range(4))) for w in range(10))
         assert cr.placement == cyclic
@@ -125,7 +125,10 @@ def test_ignore_stragglers_uses_first_arrivals() -> None:
         (lambda: ClassicFR(6, 6), ["scheme.s=6", "0 <= s < n", "n=6", "0, 1, 2, 3, 4, 5"]),
         (lambda: ClassicCR(4, -1), ["scheme.s=-1", "0 <= s < n", "0, 1, 2, 3"]),
         (lambda: ClassicCR(100, 100), ["scheme.s=100", "n=100", "0..99"]),
-        (lambda: ClassicCR(8, 1, construction="bch"), ["construction='bch'", "nodes, tandon"]),
+        (
+            lambda: ClassicCR(8, 1, construction="bch"),
+            ["construction='bch'", "rotation, real, tandon"],
+        ),
         (lambda: ClassicCR(8, "2"), ["scheme.s='2'", "integer"]),
         (lambda: IgnoreStragglers(3, 3), ["scheme.s=3", "0 <= s < n", "0, 1, 2"]),
         (lambda: ClassicCR(0, 0), ["cluster.workers=0"]),
