@@ -25,6 +25,7 @@ from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
+from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.tracking.artifacts import load_checkpoint
 
@@ -132,7 +133,8 @@ def build(cfg: DictConfig):
     steps_per_epoch = shard // per_shard
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
     delay.check(scheme.n, jobs + scheme.T)
-    protocol = RoundProtocol(network, delay, scheme.n, cfg.seed)
+    protocol_class = WallClockProtocol if network.clock == "wall" else RoundProtocol
+    protocol = protocol_class(network, delay, scheme.n, cfg.seed)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["num_classes"] = data.num_classes
 

@@ -168,6 +168,8 @@ BUILD_CASES = [
      r"network\.mu=-1\.0 is invalid: it must be a finite number >= 0\."),
     ("unknown-policy", ["network.policy=first"],
      r"network\.policy='first' is invalid: it must be one of deadline, all\."),
+    ("unknown-clock", ["network.clock=bogus"],
+     r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
     # cluster
     ("port-out-of-range", ["cluster=ray", "cluster.address=127.0.0.1:99999"],
      r"cluster\.address='127\.0\.0\.1:99999' is invalid \(expected host:port with a port in "
@@ -265,8 +267,11 @@ def sim_error(extra: list[str]) -> ConfigError:
         (["sim.unit_time=-1"], r"sim\.unit_time=-1\.0 is invalid: it must be a finite number"),
         (["sim.search=true", "sim.grid=[]"], r"sim\.grid=\[\] is invalid: give at least one"),
         (["seed=-1"], r"seed=-1 is invalid: it must be an integer >= 0\."),
+        (["network.clock=wall"],
+         r"network\.clock='wall' is not supported by the simulator.*use network\.clock=virtual"),
     ],
-    ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed"],
+    ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed",
+         "wall-clock"],
 )  # fmt: skip
 def test_simulator_config_fails_before_any_round(extra: list[str], pattern: str) -> None:
     assert_one_sentence(str(sim_error(extra)), pattern)
@@ -339,6 +344,8 @@ CLI_CASES = [
      "gclab.sim: delay.p=1 is invalid: every transmission would be lost"),
     ("sim-nan-trace", "gclab.sim", ["delay=trace", "delay.path={files}/nan.npz"], 2,
      "gclab.sim: trace nan.npz: 'durations' must be finite and >= 0"),
+    ("sim-wall-clock", "gclab.sim", ["network.clock=wall"], 2,
+     "gclab.sim: network.clock='wall' is not supported by the simulator"),
 ]  # fmt: skip
 
 

@@ -30,6 +30,10 @@ Times are seconds from the start ``t_r`` of round ``r`` (the virtual clock befor
 Engines decode the jobs in :attr:`RoundOutcome.decodable` before the next round. The
 protocol never looks at gradients: ``payload(round, worker)`` supplies the packet to
 deliver (``None`` in the simulator's symbolic mode).
+
+This is ``network.clock=virtual``: durations are computed from the times above.
+:mod:`gclab.network.wallclock` applies the same rules on the wall clock
+(``network.clock=wall``, runtime only): it really waits, drops and measures.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 
 POLICIES = ("deadline", "all")
+#: ``virtual``: durations are computed from the model (both engines). ``wall``: the
+#: runtime sleeps, drops and measures (:mod:`gclab.network.wallclock`).
+CLOCKS = ("virtual", "wall")
 
 #: Retransmission attempts of one packet in one round before the protocol gives up.
 MAX_ATTEMPTS = 4096
@@ -54,19 +61,21 @@ Payload = Callable[[int, int], "np.ndarray | None"]
 
 @dataclass
 class NetworkConfig:
-    """The ``network`` config key: collection policy and timing constants (seconds)."""
+    """The ``network`` config key: collection policy, timing constants (seconds), clock."""
 
     policy: str = "deadline"
     mu: float = 1.0
     latency: float = 0.0
     rto: float = 1.0
+    clock: str = "virtual"
 
     def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ConfigError(
-                f"network.policy={self.policy!r} is invalid: "
-                f"it must be one of {', '.join(POLICIES)}."
-            )
+        for name, allowed in (("policy", POLICIES), ("clock", CLOCKS)):
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ConfigError(
+                    f"network.{name}={value!r} is invalid: it must be one of {', '.join(allowed)}."
+                )
         for name in ("mu", "latency", "rto"):
             value = getattr(self, name)
             finite = isinstance(value, (int, float)) and math.isfinite(value)
@@ -92,6 +101,9 @@ class RoundOutcome:
     duration: float
     #: Seconds from start to the close (before recovery).
     close: float
+    #: Compute times (seconds): as given (virtual clock), or measured from the start to
+    #: the worker's result (wall clock).
+    compute: np.ndarray
     #: First-transmission arrival times (seconds from start; lost packets: when they would have).
     arrival: np.ndarray
     #: First transmission lost.
@@ -150,25 +162,53 @@ class RoundProtocol:
             raise ValueError(
                 f"compute_times must be {self.n} finite times >= 0, got shape {compute.shape}."
             )
-        load = decoder.scheme.load
-        arrival = compute + self.delay.delays(round, self.n, self.seed, load) + self.network.latency
-        lost = np.asarray(self.delay.lost(round, self.n, self.seed), dtype=bool)
+        delays, lost = self._draws(round, decoder)
+        arrival = compute + delays + self.network.latency
         if failed is not None:
             lost = lost | np.asarray(failed, dtype=bool)
         close = self._close(arrival, lost)
         delivered = ~lost & (arrival <= close)
         order = np.argsort(arrival, kind="stable")
-        for w in order[delivered[order]].tolist():
-            decoder.receive(round, w, payload(round, w))
-        ready = decoder.decodable()
+        on_time = order[delivered[order]].tolist()
+        decoder.receive_many(round, on_time, [payload(round, w) for w in on_time])
         due = round - decoder.scheme.T
         end, recovered, sent, waited = close, [], 0, False
-        if due >= 0 and due not in self._ready and due not in ready:
+        if self._needs_recovery(due, decoder):
             end, recovered, sent, waited = self._recover(
                 round, due, decoder, payload, arrival, lost, close
             )
-            ready = decoder.decodable()
-            delivered[[w for r, w in recovered if r == round]] = True
+        return self._conclude(
+            round, due, decoder, end, close, compute, arrival, lost, delivered, recovered,
+            sent, waited,
+        )  # fmt: skip
+
+    def _draws(self, round: int, decoder: Decoder) -> tuple[np.ndarray, np.ndarray]:
+        """The delay model's ``(delays, lost)`` for the first transmissions of ``round``."""
+        delays = self.delay.delays(round, self.n, self.seed, decoder.scheme.load)
+        return delays, np.asarray(self.delay.lost(round, self.n, self.seed), dtype=bool)
+
+    def _needs_recovery(self, due: int, decoder: Decoder) -> bool:
+        """Whether the job due this round exists, is not decoded yet and is not decodable."""
+        return due >= 0 and due not in self._ready and due not in decoder.decodable()
+
+    def _conclude(
+        self,
+        round: int,
+        due: int,
+        decoder: Decoder,
+        end: float,
+        close: float,
+        compute: np.ndarray,
+        arrival: np.ndarray,
+        lost: np.ndarray,
+        delivered: np.ndarray,
+        recovered: list[tuple[int, int]],
+        sent: int,
+        waited: bool,
+    ) -> RoundOutcome:
+        """The round's outcome; advances the clock and the counters."""
+        ready = decoder.decodable()
+        delivered[[w for r, w in recovered if r == round]] = True
         self._ready.update(ready)
         self._ready.discard(due)
         outcome = RoundOutcome(
@@ -176,6 +216,7 @@ class RoundProtocol:
             start=self.clock,
             duration=float(end),
             close=float(close),
+            compute=compute,
             arrival=arrival,
             lost=lost,
             late=~lost & (arrival > close),
@@ -234,16 +275,23 @@ class RoundProtocol:
                 end = max(close, time)
                 break
         else:
-            raise RecoveryError(
-                f"round {round}: job {due} is due but not decodable even with every packet "
-                f"the decoder wants ({len(wanted)})."
-            )
-        sent = sum(
+            raise self._unrecoverable(round, due, len(wanted))
+        waited = any(r == round and not lost[w] for r, w in delivered)
+        return end, delivered, self._sent(end, attempts), waited
+
+    @staticmethod
+    def _unrecoverable(round: int, due: int, wanted: int) -> RecoveryError:
+        return RecoveryError(
+            f"round {round}: job {due} is due but not decodable even with every packet "
+            f"the decoder wants ({wanted})."
+        )
+
+    def _sent(self, end: float, attempts: list[tuple[float, int]]) -> int:
+        """Attempts sent before ``end``: ``(base, k)`` sends at ``base + (i-1)·rto``, i <= k."""
+        return sum(
             min(k, max(0, math.ceil((end - base) / self.network.rto - 1e-9)))
             for base, k in attempts
         )
-        waited = any(r == round and not lost[w] for r, w in delivered)
-        return end, delivered, sent, waited
 
     def _attempts(self, round: int, packet_round: int, workers: list[int]) -> np.ndarray:
         """Attempt number (1-based) of each worker's first retransmission that gets through."""

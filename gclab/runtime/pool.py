@@ -1,6 +1,7 @@
 """The worker actors of a run, and what the server does when they fail.
 
-A round's packets come back through ``ray.wait``. An actor that died (Ray restarts
+A round's packets come back through ``ray.wait`` (:class:`PendingRound`: all at once for
+the virtual clock, actor by actor for the wall clock). An actor that died (Ray restarts
 it), that is still busy ``timeout`` seconds after the first actor answered (it is
 killed and restarted, so its backlog cannot delay the next round), or a packet with
 non-finite values: all become *failed* packets, which the round protocol treats as
@@ -56,50 +57,10 @@ class WorkerPool:
         self.nonfinite = 0
         self.restarting: set[int] = set()
 
-    def run_round(
-        self, r: int, state_ref: ray.ObjectRef, tasks: Plan
-    ) -> tuple[dict[int, WorkerReport], np.ndarray]:
-        """Every actor's reports for round ``r`` and the mask of failed packets."""
+    def submit(self, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> PendingRound:
+        """Send round ``r`` to every actor; its results come back through the returned object."""
         self._await_restarts()
-        calls = {
-            h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
-            for i, (h, g) in enumerate(zip(self.hosts, self.groups))
-        }
-        reports: dict[int, WorkerReport] = {}
-        failed_hosts: list[int] = []
-        first = None
-        while calls:
-            wait = None if first is None else max(0.0, first + self.timeout - time.monotonic())
-            ready, _ = ray.wait(list(calls), num_returns=1, timeout=wait)
-            if not ready:  # stuck past the timeout: restart them and move on
-                for ref, i in calls.items():
-                    log.warning("round %d: worker actor %d is stuck; restarting it", r, i)
-                    ray.cancel(ref, force=False)
-                    ray.kill(self.hosts[i], no_restart=False)
-                    failed_hosts.append(i)
-                break
-            ref = ready[0]
-            i = calls.pop(ref)
-            first = first if first is not None else time.monotonic()
-            try:
-                reports.update(ray.get(ref))
-            except (RayActorError, ActorUnavailableError) as exc:
-                log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
-                failed_hosts.append(i)
-        failed = np.zeros(self.n, dtype=bool)
-        for i in failed_hosts:
-            self._failed_host(i, r)
-            failed[self.groups[i]] = True
-        for w, rep in reports.items():
-            if not _finite(rep.packet):
-                log.warning("round %d: worker %d sent non-finite values; erasing it", r, w)
-                self.nonfinite += 1
-                failed[w] = True
-                if self.T:  # its encoder state is poisoned too: start it afresh
-                    ray.kill(self.hosts[self.host_of[w]], no_restart=False)
-                    self._failed_host(self.host_of[w], r)
-        failed |= self.unusable_until >= r
-        return reports, failed
+        return PendingRound(self, r, state_ref, tasks)
 
     def _await_restarts(self) -> None:
         """Let restarted actors finish ``__init__`` so they rejoin at the next round.
@@ -152,6 +113,89 @@ class WorkerPool:
     def close(self) -> None:
         for h in self.hosts:
             ray.kill(h, no_restart=True)
+
+
+class PendingRound:
+    """One round's actor calls in flight, and the reports and failures they came back with.
+
+    It is the wall clock's arrival source (:class:`gclab.network.wallclock.ArrivalSource`):
+    :meth:`wait` hands over each actor's logical workers as soon as the actor answers.
+    The virtual clock calls :meth:`finish` and needs them all first.
+    """
+
+    def __init__(self, pool: WorkerPool, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> None:
+        self.pool = pool
+        self.r = r
+        #: ``time.monotonic()`` when the calls went out: the round's start on the wall clock.
+        self.sent = time.monotonic()
+        self.calls = {
+            h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
+            for i, (h, g) in enumerate(zip(pool.hosts, pool.groups))
+        }
+        self.reports: dict[int, WorkerReport] = {}
+        #: Packets without a valid copy (known once their actor has answered).
+        self.failed = np.zeros(pool.n, dtype=bool)
+        self.first: float | None = None  # when the first actor answered
+
+    def pending(self) -> bool:
+        """Whether some actor has not answered yet."""
+        return bool(self.calls)
+
+    def wait(self, timeout: float | None) -> list[tuple[int, bool]]:
+        """The next actor's workers, each with whether its packet failed; ``[]`` on a timeout.
+
+        An actor still busy ``pool.timeout`` seconds after the first answer is killed
+        (Ray restarts it) and every call still out is answered as failed.
+        """
+        pool, r = self.pool, self.r
+        stuck_at = None if self.first is None else self.first + pool.timeout
+        limits = [] if timeout is None else [timeout]
+        if stuck_at is not None:
+            limits.append(stuck_at - time.monotonic())
+        wait = max(0.0, min(limits)) if limits else None
+        ready, _ = ray.wait(list(self.calls), num_returns=1, timeout=wait)
+        if not ready:
+            if stuck_at is None or time.monotonic() < stuck_at:
+                return []
+            hosts = list(self.calls.values())
+            for ref, i in self.calls.items():
+                log.warning("round %d: worker actor %d is stuck; restarting it", r, i)
+                ray.cancel(ref, force=False)
+                ray.kill(pool.hosts[i], no_restart=False)
+                pool._failed_host(i, r)
+            self.calls.clear()
+            return self._answered(hosts)
+        ref = ready[0]
+        i = self.calls.pop(ref)
+        self.first = self.first if self.first is not None else time.monotonic()
+        try:
+            got = ray.get(ref)
+        except (RayActorError, ActorUnavailableError) as exc:
+            log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
+            pool._failed_host(i, r)
+            return self._answered([i])
+        self.reports.update(got)
+        for w, rep in got.items():
+            if not _finite(rep.packet):
+                log.warning("round %d: worker %d sent non-finite values; erasing it", r, w)
+                pool.nonfinite += 1
+                self.failed[w] = True
+                if pool.T:  # its encoder state is poisoned too: start it afresh
+                    ray.kill(pool.hosts[i], no_restart=False)
+                    pool._failed_host(i, r)
+        return self._answered([i])
+
+    def _answered(self, hosts: list[int]) -> list[tuple[int, bool]]:
+        """Mark the failed packets of the actors ``hosts``, which are done with this round."""
+        workers = [w for i in hosts for w in self.pool.groups[i]]
+        self.failed[workers] |= self.pool.unusable_until[workers] >= self.r
+        return [(w, bool(self.failed[w])) for w in workers]
+
+    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]:
+        """Wait for every actor; the reports and the mask of failed packets."""
+        while self.calls:
+            self.wait(None)
+        return self.reports, self.failed
 
 
 def _finite(packet: np.ndarray) -> bool:

@@ -1,9 +1,12 @@
 """The parameter server: the whole distributed training loop.
 
 Per round: broadcast the weights once (``ray.put``), every actor computes and encodes
-its logical workers' tasks, the round protocol decides which packets arrive in time
-(virtual clock: measured compute times + modelled delays and losses), the scheme's
-decoder turns them into gradients, and the optimizer steps in job order.
+its logical workers' tasks, the round protocol decides which packets arrive in time,
+the scheme's decoder turns them into gradients, and the optimizer steps in job order.
+With ``network.clock=virtual`` the protocol runs once every actor has answered, on
+their measured compute times plus the modelled delays and losses; with
+``network.clock=wall`` it runs while they answer, as a real delay line
+(:mod:`gclab.network.wallclock`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
 from gclab.network.protocol import RoundProtocol
+from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
 from gclab.runtime.pool import WorkerPool
@@ -165,18 +169,28 @@ def _loop(
         wall_start = time.perf_counter()
         state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy
         tasks = decoder.plan(r)
-        reports, failed = pool.run_round(r, state_ref, tasks)
-        packets.update({(r, w): rep.packet for w, rep in reports.items() if not failed[w]})
+        calls = pool.submit(r, state_ref, tasks)
         for key in [key for key in packets if key[0] < r - scheme.T]:
             del packets[key]
 
-        def payload(rr: int, w: int, state_ref=state_ref, tasks=tasks) -> np.ndarray:
-            if (rr, w) not in packets:  # a failed packet that recovery needs
-                packets[rr, w] = pool.refetch(rr, w, state_ref, tasks)
+        def payload(
+            rr: int, w: int, r=r, state_ref=state_ref, tasks=tasks, calls=calls
+        ) -> np.ndarray:
+            if (rr, w) not in packets:
+                if rr == r and w in calls.reports and not calls.failed[w]:  # just came back
+                    packets[rr, w] = calls.reports[w].packet
+                else:  # a failed packet that recovery needs
+                    packets[rr, w] = pool.refetch(rr, w, state_ref, tasks)
             return packets[rr, w]
 
-        compute = np.array([reports[w].seconds if w in reports else 0.0 for w in range(scheme.n)])
-        outcome = plan.protocol.run_round(r, compute, decoder, payload, failed)
+        if isinstance(plan.protocol, WallClockProtocol):
+            outcome = plan.protocol.run_wall_round(r, calls, decoder, payload, start=calls.sent)
+            reports, failed = calls.reports, calls.failed
+        else:
+            reports, failed = calls.finish()
+            compute = [reports[w].seconds if w in reports else 0.0 for w in range(scheme.n)]
+            outcome = plan.protocol.run_round(r, np.array(compute), decoder, payload, failed)
+        packets.update({(r, w): rep.packet for w, rep in reports.items() if not failed[w]})
         # decode latency: coefficient lookup + combine, not the optimizer step
         decode_start = time.perf_counter()
         # drain rounds (r >= num_jobs) start jobs that do not exist: never decode them
@@ -190,7 +204,7 @@ def _loop(
         wall = time.perf_counter() - wall_start
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
         record = recorder.round(
-            r, outcome, decoded, applied, decode_ms, loss, wall, compute.tolist(), faults
+            r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults
         )
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):

@@ -25,13 +25,14 @@ from gclab import CONF_DIR
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
-from gclab.sim.engine import SimResult, check_run, simulate
+from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.search import Trial, grid, search
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     """Build and validate everything the run needs; raises on a bad config."""
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))
+    check_clock(network)
     scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate(cfg.delay)
     check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time)

@@ -90,6 +90,7 @@ def simulate(
     unit_time: float = 0.0,
 ) -> SimResult:
     """Simulate ``jobs`` jobs of ``scheme``; raises :class:`ConfigError` before any round."""
+    check_clock(network)
     check_run(scheme, delay, jobs, unit_time)
     rounds = jobs + scheme.T
     protocol = RoundProtocol(network, delay, scheme.n, seed)
@@ -117,6 +118,15 @@ def simulate(
         retransmissions=counts[3],
         waited=waited,
     )
+
+
+def check_clock(network: NetworkConfig) -> None:
+    """The simulator has no workers to wait for: only the virtual clock makes sense."""
+    if network.clock != "virtual":
+        raise ConfigError(
+            f"network.clock={network.clock!r} is not supported by the simulator, which has "
+            "no workers to wait for; use network.clock=virtual (the default)."
+        )
 
 
 def check_run(scheme: Scheme, delay: DelayModel, jobs: int, unit_time: float) -> None:

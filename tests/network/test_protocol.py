@@ -260,6 +260,7 @@ def test_payload_is_delivered_with_each_packet() -> None:
         ("mu", -1.0, "network.mu=-1.0 is invalid"),
         ("latency", float("nan"), "network.latency=nan is invalid"),
         ("rto", 0.0, "network.rto=0.0 is invalid: it must be a finite number > 0"),
+        ("clock", "bogus", "network.clock='bogus' is invalid: it must be one of virtual, wall"),
     ],
 )
 def test_bad_network_config(field: str, value: object, message: str) -> None:

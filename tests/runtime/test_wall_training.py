@@ -1,0 +1,86 @@
+"""``network.clock=wall`` on real Ray actors: real waits and drops, the model's losses.
+
+Timing on a loaded 2-core machine is noisy, so durations are only checked from below:
+a wall round lasts at least what the virtual clock makes of the same compute times
+(the measured ones, from metrics.jsonl), and every such bound includes the injected
+delays of 0.2 s and more.
+"""
+
+import math
+
+import pytest
+from hydra.utils import instantiate
+
+from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.network.wallclock import WallClockProtocol
+from gclab.tracking.artifacts import read_metrics
+from tests.conftest import TINY, compose_config
+from tests.runtime.test_exactness import assert_same_weights, reference_weights, trained_weights
+
+#: Every packet is held 0.2 s + Exp(0.1 s); one in five first transmissions is lost.
+DELAY = [
+    "delay=composite", "delay@delay.compute=straggler", "delay.compute.shift=0.2",
+    "delay.compute.mean=0.1", "delay@delay.loss=bernoulli", "delay.loss.p=0.2",
+]  # fmt: skip
+WALL = ["network.clock=wall", "network.policy=deadline", "network.mu=1", "network.rto=0.3"]
+SEED = 3
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    [["scheme=classic_cr", "scheme.s=1"], ["scheme=pipelined_cr", "scheme.s=1", "scheme.T=1"]],
+    ids=["classic_cr", "pipelined_cr"],
+)
+def test_wall_clock_waits_drops_as_modelled_and_trains(
+    ray_session, tmp_path, monkeypatch, scheme
+) -> None:
+    cfg = compose_config(
+        [*TINY, *scheme, "cluster.workers=4", "train.rounds=6", f"seed={SEED}", *DELAY, *WALL]
+    )
+    outcomes: list[RoundOutcome] = []
+    wall_round = WallClockProtocol.run_wall_round
+
+    def recording(self, *args, **kwargs) -> RoundOutcome:
+        outcomes.append(wall_round(self, *args, **kwargs))
+        return outcomes[-1]
+
+    monkeypatch.setattr(WallClockProtocol, "run_wall_round", recording)
+    weights = trained_weights(cfg, tmp_path)
+    records = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
+    scheme_obj = instantiate(cfg.scheme, n=4)
+    delay = instantiate(cfg.delay)
+    replay = RoundProtocol(NetworkConfig(**cfg.network), delay, 4, SEED)
+    decoder = scheme_obj.decoder()  # symbolic: the virtual clock on the measured compute times
+    assert len(records) == len(outcomes) == 6 + scheme_obj.T
+    for record, out in zip(records, outcomes):
+        r = record["round"]
+        assert list(out.lost) == list(delay.lost(r, 4, SEED))  # really dropped, as modelled
+        assert record["round_time"] == out.duration and record["lost"] == out.lost.sum()
+        assert record["compute_s"] == out.compute.tolist()
+        virtual = replay.run_round(r, out.compute, decoder, lambda rr, w: None)
+        for job in virtual.decodable:
+            decoder.decode(job)
+        assert out.duration >= virtual.duration - 1e-9
+        first = (out.compute + delay.delays(r, 4, SEED, scheme_obj.load))[~out.lost]
+        assert out.duration >= first.min() >= 0.2  # nothing is delivered before its delay
+        if scheme_obj.T == 0:  # the predicate decides whether the close sufficed
+            assert (out.recovered == ()) == scheme_obj.tolerates(out.lost | out.late)
+            assert scheme_obj.tolerates(out.erased) and record["jobs_decoded"] == 1
+        assert math.isfinite(record["train_loss"])
+    assert sum(r["jobs_decoded"] for r in records) == 6
+    assert sum(out.lost.sum() for out in outcomes) > 0  # the test exercised loss
+    assert records[-1]["virtual_time"] == pytest.approx(sum(o.duration for o in outcomes))
+    if scheme_obj.T == 0:  # exact scheme: the same weights as single-process SGD
+        assert_same_weights(weights, reference_weights(cfg))
+
+
+def test_wall_clock_recomputes_the_packet_of_a_crashed_worker(ray_session, tmp_path) -> None:
+    """A failed packet counts as lost: recovery has the restarted worker compute it again."""
+    cfg = compose_config(
+        [*TINY, "cluster.workers=2", "train.rounds=3", "faults.crash=[1:1]", "delay=straggler",
+         "delay.shift=0.1", "delay.mean=0.05", "network.clock=wall", "network.rto=0.1"]
+    )  # fmt: skip
+    assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
+    round1 = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"][1]
+    assert round1["failed"] == round1["lost"] == 1 and round1["erasures"] == 0
+    assert round1["retransmissions"] == 1 and round1["round_time"] >= 0.1 + 0.1  # delay + rto
