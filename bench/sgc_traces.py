@@ -1,14 +1,13 @@
 """The SGC paper's comparison on the shared Lambda traces (REFERENCE.md §6).
 
-    python bench/sgc_traces.py                  # s <= 64, 80 probe jobs, 496 jobs
+    python bench/sgc_traces.py                  # full grids, 80 probe jobs, 496 jobs
 
 For each region (Sydney, Tokyo; 256 workers, traces at loads 0, .25, .5, .75, 1):
 
 1. fit the load slope: least squares of the mean duration against the recorded load;
 2. probe: on the load-0 trace, simulate ``--probe-jobs`` jobs of every setting of each
-   scheme's grid (``gclab.sim.search.GRIDS``; ``s <= --max-s``, because building a
-   cyclic code at n=256 takes about a second per setting) and keep the fastest, as the
-   paper chose parameters on probe runs;
+   scheme's whole grid (``gclab.sim.search.GRIDS``; ``--max-s`` can cap the code size)
+   and keep the fastest, as the paper chose parameters on probe runs;
 3. evaluate the chosen setting for ``--jobs`` jobs on the four other traces, each
    rescaled from its own recorded load (``delay = durations + (L − base_load)·slope``),
    and report the mean ± std of the total time and the mean number of rounds that
@@ -67,7 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--probe-jobs", type=int, default=80)
     parser.add_argument("--jobs", type=int, default=496)
-    parser.add_argument("--max-s", type=int, default=64)
+    parser.add_argument("--max-s", type=int, default=N, help="cap s (λ for SGC) of the grid")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     regions = [r for r in REGIONS if all(trace_path(r, load).is_file() for load in LOADS)]

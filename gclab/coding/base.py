@@ -89,6 +89,18 @@ class Decoder(ABC):
     def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
         """Record that the packet of ``worker`` from ``round`` arrived (possibly late)."""
 
+    def receive_many(
+        self, round: int, workers: Sequence[int], packets: Sequence[np.ndarray | None]
+    ) -> None:
+        """:meth:`receive` for several packets of ``round``, in order.
+
+        The protocol delivers a round's on-time packets with one call: at n = 256 a
+        parameter search makes millions of deliveries, and decoders that override this
+        handle a whole round at once.
+        """
+        for worker, packet in zip(workers, packets):
+            self.receive(round, worker, packet)
+
     @abstractmethod
     def decodable(self) -> list[int]:
         """Jobs decodable from what arrived and not yet decoded, ascending."""
@@ -356,9 +368,16 @@ class LinearDecoder(Decoder):
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
 
     def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
+        self.receive_many(round, (worker,), (packet,))
+
+    def receive_many(
+        self, round: int, workers: Sequence[int], packets: Sequence[np.ndarray | None]
+    ) -> None:
         if round in self._decoded:
             return
-        self._arrived.setdefault(round, {}).setdefault(worker, packet)
+        arrived = self._arrived.setdefault(round, {})
+        for worker, packet in zip(workers, packets):
+            arrived.setdefault(worker, packet)
 
     def _solution(self, round: int) -> tuple[tuple[int, ...], np.ndarray] | None:
         survivors = tuple(self._arrived.get(round, {}))

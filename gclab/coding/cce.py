@@ -43,7 +43,7 @@ class CCECRConfig:
     construction: str = "rotation"
 
 
-class CCECR(_Described, EvaluationScheme):
+class CCECR(EvaluationScheme):
     """Cyclic CCE-GC: any ``n - s`` packets decode, fewer never do.
 
     ``construction``: ``rotation`` (roots of unity on float pairs, default) or ``real``
@@ -56,6 +56,9 @@ class CCECR(_Described, EvaluationScheme):
         self._check_workers(n)
         s, m = _check(n, s, m)
         self._init_evaluation(n, s, m, construction)
+
+    def describe(self) -> str:
+        return f"{self.name}(n={self.n}, s={self.s}, m={self.m}, {self.construction})"
 
 
 @register("scheme", "cce_fr")

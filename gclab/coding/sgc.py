@@ -35,7 +35,7 @@ assigned workers. Under the model neither policy binds differently from the pape
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import ceil
 
@@ -112,7 +112,7 @@ class AdaptiveDecoder(Decoder):
         self.scheme: AdaptiveScheme = scheme
         self.frozen = -1  # plans of rounds <= frozen are fixed
         self.plans: dict[int, tuple] = {}
-        self.packets: dict[tuple[int, int], np.ndarray | None] = {}
+        self.packets: dict[int, dict[int, np.ndarray | None]] = {}  # round -> worker -> packet
         self.decoded: set[int] = set()
         self.base = 0  # oldest undecoded job
 
@@ -127,11 +127,21 @@ class AdaptiveDecoder(Decoder):
         return self.tasks(round, self.plans[round])
 
     def receive(self, round: int, worker: int, packet: np.ndarray | None) -> None:
+        self.receive_many(round, [worker], [packet])
+
+    def receive_many(
+        self, round: int, workers: Sequence[int], packets: Sequence[np.ndarray | None]
+    ) -> None:
         self.advance(round)
-        if (round, worker) in self.packets or round < self.base:
+        if round < self.base:
             return
-        self.packets[round, worker] = packet
-        self.record(round, worker)
+        got = self.packets.setdefault(round, {})
+        new = [w for w in workers if w not in got]
+        if len(new) < len(workers):
+            packets = [p for w, p in zip(workers, packets) if w not in got]
+        got.update(zip(new, packets))
+        if new:
+            self.record(round, np.array(new))
 
     def finish(self, job: int) -> None:
         """Mark ``job`` decoded and drop the rounds whose jobs are all decoded."""
@@ -139,23 +149,23 @@ class AdaptiveDecoder(Decoder):
         while self.base in self.decoded:
             self.decoded.discard(self.base)
             self.base += 1
-        for key in [k for k in self.packets if k[0] < self.base]:
-            del self.packets[key]
+        for r in [r for r in self.packets if r < self.base]:
+            del self.packets[r]
         for r in [r for r in self.plans if r < self.base - self.scheme.T]:
             del self.plans[r]
 
     def slice(self, round: int, worker: int, slot: int) -> np.ndarray:
         """Slot ``slot`` (one gradient long) of a delivered packet."""
         length = self.grad_size
-        return self.packets[round, worker][slot * length : (slot + 1) * length]
+        return self.packets[round][worker][slot * length : (slot + 1) * length]
 
     @abstractmethod
     def freeze(self, round: int) -> tuple:
         """The plan of ``round`` from the packets delivered so far."""
 
     @abstractmethod
-    def record(self, round: int, worker: int) -> None:
-        """Account the results carried by the delivered packet ``(round, worker)``."""
+    def record(self, round: int, workers: np.ndarray) -> None:
+        """Account the results carried by the newly delivered packets of ``workers``."""
 
     @abstractmethod
     def tasks(self, round: int, plan: tuple) -> Plan:
@@ -248,10 +258,12 @@ class SRSGCDecoder(AdaptiveDecoder):
                 jobs[w] = job
         return tuple(jobs)
 
-    def record(self, round: int, worker: int) -> None:
-        job = self.plans[round][worker]
-        if job >= self.base and job not in self.decoded:
-            self.results.setdefault(job, {}).setdefault(worker, round)
+    def record(self, round: int, workers: np.ndarray) -> None:
+        plan = self.plans[round]
+        for worker in workers.tolist():
+            job = plan[worker]
+            if job >= self.base and job not in self.decoded:
+                self.results.setdefault(job, {}).setdefault(worker, round)
 
     def tasks(self, round: int, plan: tuple) -> Plan:
         placement = self.scheme.placement
@@ -270,7 +282,7 @@ class SRSGCDecoder(AdaptiveDecoder):
         result = None
         if not self.symbolic:  # decodable() is exact: the simulator needs no weights
             used, weights = self.weights(tuple(got))
-            packets = [self.packets[got[w], w] for w in used]
+            packets = [self.packets[got[w]][w] for w in used]
             result = combine(packets, weights, self.grad_size)
         self.finish(job)
         return result
@@ -286,7 +298,7 @@ class SRSGCDecoder(AdaptiveDecoder):
             out += [
                 (r, w)
                 for w in range(self.scheme.n)
-                if self.plans[r][w] == job and w not in have and (r, w) not in self.packets
+                if self.plans[r][w] == job and w not in have and w not in self.packets.get(r, {})
             ]
         return out
 
@@ -304,7 +316,7 @@ class MSGCConfig(SRSGCConfig):
     _target_: str = "gclab.coding.sgc.MSGC"
 
 
-D1, D2 = 0, 1  # mini-task kinds: (kind, index) = (D1, chunk) or (D2, group)
+D1, D2, NONE = 0, 1, -1  # mini-task kinds: (D1, chunk), (D2, group), or nothing
 
 
 class MSGC(AdaptiveScheme):
@@ -384,72 +396,92 @@ class MSGCEncoder(Encoder):
 
 
 class MSGCDecoder(AdaptiveDecoder):
-    """Plan of round ``r``: per worker, ``(slot, kind, index)`` of each mini-task."""
+    """Plan of round ``r``: arrays ``kind, index [T+1, n]``, mini-task of each slot and worker.
+
+    State per job, also arrays: ``d1[job][c, w]`` and ``d2[job][g, w]`` hold the round a
+    D1 chunk / D2 group result first arrived (``-1``: not yet; its slot is ``round − job``).
+    Arrays rather than dicts because the simulator's parameter search runs over a
+    thousand settings at n = 256: whole rounds are planned and recorded at once.
+    """
 
     def __init__(self, scheme: MSGC, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
         self.scheme: MSGC = scheme
-        self.d1: dict[int, dict[tuple[int, int], tuple[int, int]]] = {}  # (c,w) -> (r, slot)
-        self.d2: dict[int, list[dict[int, tuple[int, int]]]] = {}  # job -> group -> w -> (r, slot)
+        self.d1: dict[int, np.ndarray] = {}  # job -> [W-1, n] round of first D1 result
+        self.d2: dict[int, np.ndarray] = {}  # job -> [groups, n] round of first D2 result
         self.weights = _GroupWeights(scheme.gc) if scheme.gc else None
 
-    def freeze(self, round: int) -> tuple:
+    def _missing_d1(self, job: int) -> np.ndarray:
+        """``[W-1, n]``: which D1 chunks of ``job`` have not arrived."""
+        table = self.d1.get(job)
+        shape = (self.scheme.W - 1, self.scheme.n)
+        return np.ones(shape, dtype=bool) if table is None else table < 0
+
+    def freeze(self, round: int) -> tuple[np.ndarray, np.ndarray]:
         scheme = self.scheme
         W, n = scheme.W, scheme.n
-        plan = [[] for _ in range(n)]
+        kind = np.full((scheme.T + 1, n), NONE, dtype=np.int8)
+        index = np.zeros((scheme.T + 1, n), dtype=np.int64)
         for slot in range(scheme.T + 1):
             job = round - slot
             if job < 0:
                 continue
             if slot < W - 1:
-                for w in range(n):
-                    plan[w].append((slot, D1, slot))
+                kind[slot], index[slot] = D1, slot
                 continue
             group = slot - (W - 1)
-            have = self.d1.get(job, {})
-            budget = scheme.lam if scheme.groups else n
-            for w in range(n):
-                missing = [c for c in range(W - 1) if (c, w) not in have]
-                if missing and budget > 0 and job not in self.decoded and job >= self.base:
-                    budget -= 1
-                    plan[w].append((slot, D1, group if group in missing else missing[0]))
-                elif scheme.groups:
-                    plan[w].append((slot, D2, group))
-        return tuple(tuple(p) for p in plan)
+            missing = self._missing_d1(job)
+            retry = missing.any(axis=0) & (job not in self.decoded and job >= self.base)
+            budget = scheme.lam if scheme.groups else n  # lowest ids first
+            retry &= np.cumsum(retry) <= budget
+            own = missing[group] if group < W - 1 else np.zeros(n, dtype=bool)
+            chunk = np.where(own, group, missing.argmax(axis=0))
+            kind[slot] = np.where(retry, D1, D2 if scheme.groups else NONE)
+            index[slot] = np.where(retry, chunk, group)
+        return kind, index
 
-    def record(self, round: int, worker: int) -> None:
+    def record(self, round: int, workers: np.ndarray) -> None:
         scheme = self.scheme
-        for slot, kind, index in self.plans[round][worker]:
+        kind, index = self.plans[round]
+        for slot in range(scheme.T + 1):
             job = round - slot
             if job < self.base or job in self.decoded:
                 continue
-            if kind == D1:
-                self.d1.setdefault(job, {}).setdefault((index, worker), (round, slot))
-            else:
-                groups = self.d2.setdefault(job, [{} for _ in range(scheme.groups)])
-                groups[index].setdefault(worker, (round, slot))
+            for code, tables, rows in ((D1, self.d1, scheme.W - 1), (D2, self.d2, scheme.groups)):
+                hit = workers[kind[slot, workers] == code]
+                if hit.size:
+                    table = tables.setdefault(job, np.full((rows, scheme.n), -1))
+                    chunk = index[slot, hit]
+                    fresh = table[chunk, hit] < 0  # the first result counts
+                    table[chunk[fresh], hit[fresh]] = round
 
-    def tasks(self, round: int, plan: tuple) -> Plan:
+    def tasks(self, round: int, plan: tuple[np.ndarray, np.ndarray]) -> Plan:
         scheme = self.scheme
+        kind, index = plan
         out = []
-        for w, minis in enumerate(plan):
+        for w in range(scheme.n):
             tasks = []
-            for slot, kind, index in minis:
-                job = round - slot
-                if kind == D1:
-                    tasks.append(Task(job, scheme.part(w, index)))
-                else:
-                    piece = scheme.W - 1 + index
+            for slot in range(scheme.T + 1):
+                job, mini = round - slot, int(index[slot, w])
+                if kind[slot, w] == D1:
+                    tasks.append(Task(job, scheme.part(w, mini)))
+                elif kind[slot, w] == D2:
+                    piece = scheme.W - 1 + mini
                     tasks += [Task(job, scheme.part(i, piece)) for i in scheme.placement[w]]
             out.append(tuple(tasks))
         return tuple(out)
 
-    def _ready(self, job: int) -> bool:
+    def _short_groups(self, job: int) -> np.ndarray:
+        """``[groups]``: D2 groups of ``job`` with fewer than ``n − λ`` results."""
         scheme = self.scheme
-        if len(self.d1.get(job, {})) < scheme.n * (scheme.W - 1):
-            return False
-        groups = self.d2.get(job, [{} for _ in range(scheme.groups)])
-        return all(len(g) >= scheme.n - scheme.lam for g in groups)
+        table = self.d2.get(job)
+        got = np.zeros(scheme.groups, dtype=int) if table is None else (table >= 0).sum(axis=1)
+        return got < scheme.n - scheme.lam
+
+    def _ready(self, job: int) -> bool:
+        return (
+            job in self.d1 and not self._missing_d1(job).any() and not self._short_groups(job).any()
+        )
 
     def decodable(self) -> list[int]:
         return sorted(j for j in self.d1 if j not in self.decoded and self._ready(j))
@@ -457,19 +489,18 @@ class MSGCDecoder(AdaptiveDecoder):
     def decode(self, job: int) -> np.ndarray | None:
         if job < self.base or job in self.decoded or not self._ready(job):
             raise DecodeError(f"job {job} is not decodable from the packets received so far.")
-        d1, d2 = self.d1.pop(job), self.d2.pop(job, [])
+        d1, d2 = self.d1.pop(job), self.d2.pop(job, None)
         result = None
         if not self.symbolic:  # _ready() is exact: the simulator needs no weights
             pieces, weights = [], []
-            for (_, w), (r, slot) in sorted(d1.items()):
-                pieces.append((r, w, slot))
+            for c, w in zip(*np.nonzero(d1 >= 0)):  # chunk by chunk, workers ascending
+                pieces.append((int(d1[c, w]), int(w)))
                 weights.append(1.0)
-            for group in d2:
-                used, coef = self.weights(tuple(group))
-                for w, c in zip(used, coef[0]):
-                    pieces.append((group[w][0], w, group[w][1]))
-                    weights.append(float(c))
-            vectors = [self.slice(r, w, slot) for r, w, slot in pieces]
+            for rounds in d2 if d2 is not None else ():
+                used, coef = self.weights(tuple(np.flatnonzero(rounds >= 0).tolist()))
+                pieces += [(int(rounds[w]), w) for w in used]
+                weights += [float(c) for c in coef[0]]
+            vectors = [self.slice(r, w, r - job) for r, w in pieces]
             result = combine(vectors, np.array([weights]), self.grad_size)
         self.finish(job)
         return result
@@ -480,18 +511,15 @@ class MSGCDecoder(AdaptiveDecoder):
         self.advance(job + scheme.T)
         if job < self.base or job in self.decoded:
             return []
-        have1 = self.d1.get(job, {})
-        groups = self.d2.get(job, [{} for _ in range(scheme.groups)])
+        missing, short = self._missing_d1(job), self._short_groups(job)
+        workers = np.arange(scheme.n)
         out = set()
         for slot in range(scheme.T + 1):
             r = job + slot
-            for w in range(scheme.n):
-                if (r, w) in self.packets:
-                    continue
-                for s, kind, index in self.plans[r][w]:
-                    if s != slot:
-                        continue
-                    short = kind == D2 and len(groups[index]) < scheme.n - scheme.lam
-                    if (kind == D1 and (index, w) not in have1) or short:
-                        out.add((r, w))
+            kind, index = (a[slot] for a in self.plans[r])
+            need = (kind == D1) & missing[np.minimum(index, scheme.W - 2), workers]
+            if scheme.groups:
+                need |= (kind == D2) & short[np.minimum(index, scheme.groups - 1)]
+            got = self.packets.get(r, {})
+            out |= {(r, int(w)) for w in workers[need] if w not in got}
         return sorted(out)
