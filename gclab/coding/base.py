@@ -427,13 +427,20 @@ COMBINE_CHUNK = 1 << 14
 COMBINE_BLOCK = 1 << 17
 
 
-def combine(packets: Sequence[np.ndarray], weights: np.ndarray, grad_size: int) -> np.ndarray:
+def combine(
+    packets: Sequence[np.ndarray],
+    weights: np.ndarray,
+    grad_size: int,
+    total: np.ndarray | None = None,
+) -> np.ndarray:
     """Σ_i C[u,i]·packet_i for each stream u, interleaved back into one float64 vector.
 
     Memory-bound, so it reads every packet exactly once: chunk by chunk the packets are
     widened into a cache-resident float64 block and one small matrix product writes the
     ``m`` interleaved output streams (float64 accumulation, no full-size temporaries).
     Complex weights read every packet as pairs of floats (see :class:`LinearScheme`).
+    ``total`` (real weights, ``m = 1``), if given, also gets the result added, chunk by
+    chunk while it is in cache: a decoder summing per-group results saves a pass.
     """
     m, count = weights.shape
     pairs = np.iscomplexobj(weights)
@@ -450,4 +457,6 @@ def combine(packets: Sequence[np.ndarray], weights: np.ndarray, grad_size: int) 
         for i, packet in enumerate(packets):
             part[i] = packet[lo:hi]
         np.matmul(weights, part, out=out[lo:hi].T)
+        if total is not None:
+            total[lo:hi] += out[lo:hi, 0]
     return out.reshape(-1).view(np.float64)[:grad_size]

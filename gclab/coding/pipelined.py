@@ -356,22 +356,19 @@ class StreamDecoder(Decoder):
             per_block.append(terms)
         if self.scheme.T == 0:  # nothing refers to this job later: one combine over all
             return self._apply(sorted((t for b in per_block for t in b), key=lambda t: t[0]))
-        blocks = []
-        for values, terms in zip(self.values, per_block):
-            values[first + col] = self._apply(terms)
-            blocks.append(values[first + col])
-        if len(blocks) == 1:  # CR: no extra pass; read-only, the decoder still uses it
-            view = blocks[0].view()
+        if len(per_block) == 1:  # CR: no extra pass; read-only, the decoder still uses it
+            value = self.values[0][first + col] = self._apply(per_block[0])
+            view = value.view()
             view.flags.writeable = False
             return view
-        total = blocks[0] + blocks[1]
-        for value in blocks[2:]:
-            total += value
+        total = np.zeros(self.grad_size)  # FR: groups add into it while still in cache
+        for values, terms in zip(self.values, per_block):
+            values[first + col] = self._apply(terms, total)
         return total
 
-    def _apply(self, terms: list) -> np.ndarray:
+    def _apply(self, terms: list, total: np.ndarray | None = None) -> np.ndarray:
         weights = np.array([[t[2] for t in terms]])
-        return combine([t[1] for t in terms], weights, self.grad_size)
+        return combine([t[1] for t in terms], weights, self.grad_size, total)
 
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """Missing round-``job`` packets of the blocks that cannot decode ``job`` yet.
