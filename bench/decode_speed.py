@@ -12,7 +12,12 @@ jobs of each block, bytes the plain sum of the packets does not read, so a secon
 sum reads the same bytes (each float64 value as two more float32 vectors). Then the
 first-time coefficient solve
 (weights + residual check) for new straggler sets at n=256, s=15 (pipelined: a new
-erasure pattern over the T+1 rounds of a window). Best of ``--repeats`` runs.
+erasure pattern over the T+1 rounds of a window). Best of 7 interleaved runs (2 with
+``--quick``).
+
+Both sides run on one thread by default: ``combine`` is single-threaded and the driver
+runs with ``cluster.server_threads=1``; ``--threads 2`` gives torch's plain sum two
+threads (up to 2× faster on this memory-bound sum) against the same one-thread decode.
 
     python bench/decode_speed.py [--quick]
 """
@@ -33,11 +38,6 @@ from gclab.coding.pipelined import PipelinedCR, PipelinedFR
 from gclab.coding.sgc import MSGC, SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import DecodeError
-
-
-def best_of(repeats: int, run) -> float:
-    """Fastest of ``repeats`` calls of ``run`` (seconds); ``run`` does its own setup."""
-    return min(run() for _ in range(repeats))
 
 
 def vectors_read(scheme: Scheme, received: int) -> int:
@@ -75,7 +75,6 @@ def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int)
         return time.perf_counter() - start
 
     decode()  # first time: solve and cache this pattern's weights
-    ours = best_of(repeats, decode)
     plain = -(-length // getattr(scheme, "m", 1))
     vector = rng.standard_normal(plain, dtype=np.float32)
     packets = vectors_read(scheme, len(received))
@@ -86,13 +85,11 @@ def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int)
         torch.stack(tensors[:count]).sum(0)
         return time.perf_counter() - start
 
-    same_bytes = len(tensors)  # a float64 value is two float32 vectors' worth of reading
-    return (
-        ours,
-        best_of(repeats, lambda: plain_sum(packets)),
-        best_of(repeats, lambda: plain_sum(same_bytes)),
-        earlier[0],
-    )
+    # interleaved, best of each: page faults of the large outputs (transparent huge pages
+    # or not) swing single timings up to 2x, and interleaving exposes all three to the
+    # same memory state
+    runs = [(decode(), plain_sum(packets), plain_sum(len(tensors))) for _ in range(repeats)]
+    return (*(min(column) for column in zip(*runs)), earlier[0])
 
 
 def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
@@ -128,8 +125,14 @@ def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="l = 1.12M, 2 repeats")
+    parser.add_argument(
+        "--threads", type=int, default=1,
+        help="torch threads of the plain sum (default 1: decode runs on one thread, as the "
+        "driver does with its default cluster.server_threads=1)",
+    )  # fmt: skip
     args = parser.parse_args()
-    length, repeats = (1_120_000, 2) if args.quick else (11_200_000, 5)
+    torch.set_num_threads(args.threads)
+    length, repeats = (1_120_000, 2) if args.quick else (11_200_000, 7)
     n, s = 16, 3
     stragglers = {1, 6, 11}  # one per FR group of 4, so every scheme decodes
     schemes = [

@@ -10,14 +10,10 @@ import logging
 import math
 import sys
 from pathlib import Path
-from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
@@ -27,6 +23,7 @@ from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.faults import FaultConfig, Faults
+from gclab.schemas import instantiate_checked
 from gclab.tracking.artifacts import load_checkpoint
 
 log = logging.getLogger("gclab")
@@ -35,23 +32,6 @@ log = logging.getLogger("gclab")
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
-
-
-def _instantiate(node: DictConfig, **kwargs: Any) -> Any:
-    """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper."""
-    try:
-        return instantiate(node, **kwargs)
-    except InstantiationException as exc:
-        cause: BaseException | None = exc
-        while cause is not None and not isinstance(cause, ConfigError):
-            cause = cause.__cause__
-        if cause is not None:
-            raise cause from None
-        raise ConfigError(f"cannot build {node.get('_target_')}: {exc}") from exc
-    except MissingMandatoryValue as exc:  # a ??? value, e.g. data=image_folder without root
-        raise ConfigError(
-            f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."
-        ) from None
 
 
 def _nearest_multiples(value: int, k: int) -> str:
@@ -103,9 +83,9 @@ def build(cfg: DictConfig):
     from gclab.runtime.server import TrainingPlan
 
     validate_train(cfg.train)
-    _instantiate(cfg.model)  # dropped: built here only so that a bad model.* fails before Ray
-    cluster = _instantiate(cfg.cluster)
-    scheme = _instantiate(cfg.scheme, n=cluster.workers)
+    instantiate_checked(cfg.model)  # dropped: built only so that a bad model.* fails before Ray
+    cluster = instantiate_checked(cfg.cluster)
+    scheme = instantiate_checked(cfg.scheme, n=cluster.workers)
     batch = cfg.train.batch_size
     _check(
         batch % scheme.k == 0,
@@ -113,10 +93,10 @@ def build(cfg: DictConfig):
         f"{scheme.describe()}; use a multiple of {scheme.k}, "
         f"e.g. {_nearest_multiples(batch, scheme.k)}.",
     )
-    delay = _instantiate(cfg.delay)
+    delay = instantiate_checked(cfg.delay)
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
-    logger = _instantiate(cfg.logger)
-    source = _instantiate(cfg.data)
+    logger = instantiate_checked(cfg.logger)
+    source = instantiate_checked(cfg.data)
     data = source.load()
     shard = len(data.train_y) // scheme.k
     per_shard = batch // scheme.k

@@ -13,9 +13,15 @@ Hydra then rejects unknown keys and values of the wrong type at compose time.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from hydra.core.config_store import ConfigStore
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from omegaconf.errors import MissingMandatoryValue
+
+from gclab.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -28,3 +34,24 @@ def register(group: str, option: str):
         return cls
 
     return decorate
+
+
+def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
+    """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper.
+
+    A constructor's one-sentence ConfigError is what the user should read; Hydra wraps it
+    in an InstantiationException with the whole call in the message.
+    """
+    try:
+        return instantiate(node, **kwargs)
+    except InstantiationException as exc:
+        cause: BaseException | None = exc
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__
+        if cause is not None:
+            raise cause from None
+        raise ConfigError(f"cannot build {node.get('_target_')}: {exc}") from exc
+    except MissingMandatoryValue as exc:  # a ??? value, e.g. data=image_folder without root
+        raise ConfigError(
+            f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."
+        ) from None

@@ -16,7 +16,6 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 import gclab.coding
@@ -25,6 +24,7 @@ from gclab import CONF_DIR
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
+from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.search import Trial, grid, search
 
@@ -33,8 +33,8 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     """Build and validate everything the run needs; raises on a bad config."""
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     check_clock(network)
-    scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
-    delay = instantiate(cfg.delay)
+    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    delay = instantiate_checked(cfg.delay)
     check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time)
     if cfg.sim.search and cfg.sim.grid is None:
         grid(cfg.scheme, scheme.n)
