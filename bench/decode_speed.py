@@ -15,9 +15,10 @@ first-time coefficient solve
 erasure pattern over the T+1 rounds of a window). Best of 7 interleaved runs (2 with
 ``--quick``).
 
-Both sides run on one thread by default: ``combine`` is single-threaded and the driver
-runs with ``cluster.server_threads=1``; ``--threads 2`` gives torch's plain sum two
-threads (up to 2× faster on this memory-bound sum) against the same one-thread decode.
+Both sides run on one thread by default: ``combine`` is single-threaded (splitting it
+over Python threads was slower here: its per-chunk loop holds the GIL and numpy's BLAS
+threads oversubscribe the cores) and the driver runs with ``cluster.server_threads=1``;
+``--threads 2`` gives torch's plain sum two threads against the same one-thread decode.
 
     python bench/decode_speed.py [--quick]
 """
@@ -74,7 +75,8 @@ def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int)
         decoder.decode(ready[0])
         return time.perf_counter() - start
 
-    decode()  # first time: solve and cache this pattern's weights
+    for _ in range(scheme.T + 1):  # solve and cache the weights; fill the T earlier values
+        decode()
     plain = -(-length // getattr(scheme, "m", 1))
     vector = rng.standard_normal(plain, dtype=np.float32)
     packets = vectors_read(scheme, len(received))
