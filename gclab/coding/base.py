@@ -331,7 +331,10 @@ class LinearEncoder(Encoder):
         for task, grad in partials.items():
             coef = self.coefficients[task.part]
             streams = as_streams(grad, self.m, self.pairs)  # [l/m, m] (pairs: [l/2m, m])
-            term = streams @ coef if self.m > 1 else streams[:, 0] * coef[0]  # widened
+            # widened to float64/complex128; the explicit dtype matters for numpy < 2,
+            # which keeps float32 for an array times a scalar
+            wide = np.result_type(streams.dtype, coef.dtype)
+            term = streams @ coef if self.m > 1 else np.multiply(streams[:, 0], coef[0], dtype=wide)
             packet = term if packet is None else np.add(packet, term, out=packet)
         if packet is None:
             raise DecodeError(f"round {round}: worker has no partial gradients to encode.")
@@ -345,6 +348,9 @@ def as_streams(vector: np.ndarray, m: int, pairs: bool = False) -> np.ndarray:
     With ``pairs`` consecutive floats ``(x, y)`` are read as one complex ``x + iy`` first
     (a view, no copy, when no padding is needed), for codes with a complex ``E``.
     """
+    if pairs and vector.dtype not in (np.float32, np.float64):
+        raise TypeError(f"float pairs need float32 or float64 payloads, not {vector.dtype}.")
+    vector = np.ascontiguousarray(vector)
     width = 2 * m if pairs else m
     padded = pad_length(vector.size, width)
     if padded != vector.size:
@@ -444,6 +450,8 @@ def combine(
     """
     m, count = weights.shape
     pairs = np.iscomplexobj(weights)
+    if total is not None and (pairs or m != 1):
+        raise ValueError("combine(total=...) adds one real stream: real weights with m = 1.")
     if pairs:
         packets = [as_streams(p, 1, pairs=True)[:, 0] for p in packets]
     length = packets[0].size

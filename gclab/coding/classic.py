@@ -107,6 +107,7 @@ class ClassicCR(EvaluationScheme):
             )
         if construction == "tandon":
             self.construction = construction
+            self.code = None  # no evaluation code: Algorithm 1's B, least squares
             self.exact_predicate = False  # numerically, least squares can fall short
             self._init_linear(n, s, tandon_encoding(random_h(n, s, params.integer("seed", seed))))
         else:

@@ -19,7 +19,7 @@ with ``H_j`` the holders of ``j``, ``ν = m - u``, ``q_{j,u}(x) = Σ_{ν<u} h_ν
 and ``h``/``e`` the complete/elementary symmetric polynomials, all evaluated as short
 power series. Rows are then scaled to max-abs 1 (weights scaled inversely), so float32
 packets use their full mantissa. The conditioning depends only on local ratios of node
-distances, which :func:`strided_nodes` keeps small by choosing which node each worker gets.
+distances, which :func:`search_nodes` keeps small by choosing which node each worker gets.
 """
 
 from __future__ import annotations
@@ -272,6 +272,10 @@ class EvaluationScheme(LinearScheme):
     @cached_property
     def encoding(self) -> np.ndarray:
         return self.code.encoding
+
+    @property
+    def pairs(self) -> bool:
+        return self.construction == "rotation"  # known without building the code
 
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         return self.code.weights(survivors)

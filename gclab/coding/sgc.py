@@ -136,10 +136,11 @@ class AdaptiveDecoder(Decoder):
         if round < self.base:
             return
         got = self.packets.setdefault(round, {})
-        new = [w for w in workers if w not in got]
-        if len(new) < len(workers):
-            packets = [p for w, p in zip(workers, packets) if w not in got]
-        got.update(zip(new, packets))
+        new = []
+        for worker, packet in zip(workers, packets):
+            if worker not in got:  # the first copy of a packet counts, as in receive
+                got[worker] = packet
+                new.append(worker)
         if new:
             self.record(round, np.array(new))
 

@@ -20,6 +20,7 @@ class Uncoded(LinearScheme):
     """Plain synchronous data parallelism (B = identity): tolerates no erasure."""
 
     name = "uncoded"
+    exact_predicate = True
 
     def __init__(self, n: int) -> None:
         self._check_workers(n)

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
+from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, simulate
 
 Params = dict[str, Any]
@@ -110,7 +111,9 @@ def search(
     trials = [
         Trial(
             params,
-            simulate(instantiate(scheme, n=n, **params), delay, network, jobs, seed, unit_time),
+            simulate(
+                instantiate_checked(scheme, n=n, **params), delay, network, jobs, seed, unit_time
+            ),
         )
         for params in (grid(scheme, n) if settings is None else settings)
     ]

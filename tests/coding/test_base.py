@@ -10,6 +10,7 @@ from gclab.coding import base
 from gclab.coding.base import combine
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.sgc import SRSGC
 from gclab.errors import DecodeError
 
 
@@ -89,3 +90,18 @@ def test_late_packets_of_decoded_rounds_are_ignored() -> None:
     decoder.receive(0, 1, sent[1])
     assert decoder.decodable() == []
     assert decode(scheme, sent, [1, 3], 3) is not None
+
+
+@pytest.mark.parametrize("make", [lambda: ClassicCR(4, 1), lambda: SRSGC(4, 1, 2, 2)])
+def test_receive_many_keeps_the_first_copy_like_receive(make) -> None:
+    """One call with a duplicate, and a later re-delivery: the first packet counts."""
+    scheme = make()
+    sent = [np.random.default_rng(w).standard_normal(6) for w in range(4)]
+    other = np.full(6, 7.0)
+    decoder, reference = scheme.decoder(6), scheme.decoder(6)
+    decoder.receive_many(0, [1, 1, 2, 3], [sent[1], other, sent[2], sent[3]])
+    decoder.receive(0, 1, other)
+    for w in (1, 2, 3):
+        reference.receive(0, w, sent[w])
+    assert decoder.decodable() == reference.decodable() == [0]
+    np.testing.assert_array_equal(decoder.decode(0), reference.decode(0))

@@ -7,6 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gclab.coding.cce import CCECR
+from gclab.coding.classic import ClassicCR
+from gclab.coding.sgc import MSGC, SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
@@ -91,3 +94,23 @@ def test_summary_and_rounds_file(tmp_path: Path) -> None:
 def test_bad_run_options(jobs: object, unit_time: float, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         simulate(Uncoded(4), DelayModel(), NetworkConfig(), jobs, 0, unit_time)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ClassicCR(256, 40),
+        lambda: CCECR(256, 40, 2),
+        lambda: SRSGC(256, 1, 2, 40),
+        lambda: MSGC(256, 1, 2, 40),
+    ],
+    ids=["classic_cr", "cce_cr", "sr_sgc", "m_sgc"],
+)
+def test_simulating_never_builds_a_cyclic_code(make) -> None:
+    """Exact predicates decide symbolic rounds: no node search, no weights at n = 256."""
+    scheme = make()
+    delay = Composite(Straggler(shift=1.0, mean=0.5), Bernoulli(p=0.05))
+    result = simulate(scheme, delay, NetworkConfig(), jobs=20, seed=0)
+    assert result.total_time > 0
+    code_holder = getattr(scheme, "gc", scheme)
+    assert "code" not in vars(code_holder) and "encoding" not in vars(code_holder)
