@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
         if length == 0 and kind == 0:
             pos += left
             continue
+        if pos + HEADER + length > len(data):  # still being written
+            break
         chunk = data[pos + HEADER : pos + HEADER + length]
         pos += HEADER + length
         if kind in (FULL, FIRST):
@@ -50,10 +53,26 @@ def _key(item: Any) -> str:
     return item.key or ".".join(item.nested_key)
 
 
+def finished_records(path: Path, timeout: float = 30.0) -> list[wandb_internal_pb2.Record]:
+    """The file's records once its exit record is in.
+
+    wandb-core writes the transaction log from its own process and can still be flushing
+    it when ``run.finish()`` has returned (a CI run once read a file with no run record
+    yet), so wait for the exit record rather than trusting the first read.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        found = records(path)
+        if any(r.WhichOneof("record_type") == "exit" for r in found):
+            return found
+        assert time.monotonic() < deadline, f"{path} has no exit record after {timeout} s"
+        time.sleep(0.2)
+
+
 def read_run(path: Path) -> dict[str, Any]:
     """The run's name, group, tags, config, history rows, final summary and exit code."""
     run: dict[str, Any] = {"history": [], "summary": {}, "exit_code": None}
-    for record in records(path):
+    for record in finished_records(path):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run["name"], run["group"] = record.run.display_name, record.run.run_group
