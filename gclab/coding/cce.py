@@ -27,13 +27,6 @@ def _check(n: int, s: object, m: object) -> tuple[int, int]:
     return s, m
 
 
-class _Described:
-    """``describe()`` naming ``m``, shared by both CCE placements."""
-
-    def describe(self) -> str:
-        return f"{self.name}(n={self.n}, s={self.s}, m={self.m})"
-
-
 @register("scheme", "cce_cr")
 @dataclass
 class CCECRConfig:
@@ -69,7 +62,7 @@ class CCEFRConfig:
     m: int = 3  # s+m = 4 divides every n the README uses (4, 8, 16)
 
 
-class CCEFR(_Described, FractionalScheme):
+class CCEFR(FractionalScheme):
     """Fractional CCE-GC: groups of ``s + m``; decodes when every group keeps ``m`` members."""
 
     name = "cce_fr"
@@ -82,3 +75,6 @@ class CCEFR(_Described, FractionalScheme):
             f"m for s={s}, n={n}", [v for v in range(1, n - s + 1) if n % (s + v) == 0],
         )  # fmt: skip
         self._init_groups(n, s, m)
+
+    def describe(self) -> str:
+        return f"{self.name}(n={self.n}, s={self.s}, m={self.m})"
