@@ -35,7 +35,7 @@ from gclab.network.trace import Trace, load_trace
 from gclab.sim.engine import simulate
 from gclab.sim.search import GRIDS, Params, grid
 
-TRACES = CONF_DIR.parent.parent / "shared" / "traces"
+TRACES = CONF_DIR.parents[2] / "shared" / "traces"
 REGIONS = {"sydney": 20, "tokyo": 10}
 LOADS = (0, 25, 50, 75, 100)
 SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")

@@ -1,4 +1,4 @@
-"""Simulator speed: every scheme in conf/scheme at n=256, then the full SGC parameter search.
+"""Simulator speed: every scheme in gclab/conf/scheme at n=256, then the full SGC parameter search.
 
     python bench/sim_speed.py            # 1000 jobs per scheme; search with 80 probe jobs
     python bench/sim_speed.py --quick    # 100 jobs per scheme; search with 10 probe jobs
@@ -33,7 +33,7 @@ from gclab.sim.engine import simulate
 from gclab.sim.search import search
 
 #: The probe trace of the search benchmark and the schemes whose grids it searches.
-SEARCH_TRACE = CONF_DIR.parent.parent / "shared/traces/lambda-sydney-cnn-w256-r20-load000.npz"
+SEARCH_TRACE = CONF_DIR.parents[2] / "shared/traces/lambda-sydney-cnn-w256-r20-load000.npz"
 SEARCH_SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
 
 #: Parameters that make each scheme meaningful at n=256 (s=15 as the SGC paper's GC).

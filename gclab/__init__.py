@@ -2,5 +2,6 @@
 
 from pathlib import Path
 
-#: The Hydra config tree (``conf/``), absolute so both apps run from any directory.
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+#: The Hydra config tree (``gclab/conf/``, package data), absolute so both apps run from any
+#: directory and from an installed wheel.
+CONF_DIR = Path(__file__).resolve().parent / "conf"

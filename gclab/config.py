@@ -1,7 +1,7 @@
 """The top-level config schema, and the registry of every group's schemas.
 
 Importing this module registers, in Hydra's ConfigStore, the root schema
-``config_schema`` (extended by ``conf/config.yaml``) and the per-option schemas that
+``config_schema`` (extended by ``gclab/conf/config.yaml``) and the per-option schemas that
 each configurable module declares next to its class (``gclab.schemas.register``).
 """
 

@@ -2,7 +2,7 @@
 
 Each configurable module declares the schema of its options next to the class it
 builds and decorates it with :func:`register`; the YAML file of the option
-(``conf/<group>/<option>.yaml``) extends it through its defaults list::
+(``gclab/conf/<group>/<option>.yaml``) extends it through its defaults list::
 
     defaults:
       - /schema/<group>/<option>@_here_

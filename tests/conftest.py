@@ -7,34 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
-import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
-from gclab import CONF_DIR
+from helpers.config import SHARED
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
-
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-
-#: Overrides that make a run take seconds: tiny synthetic data, a thin CNN, no tracker.
-TINY = [
-    "data=synthetic",
-    "data.train_size=512",
-    "data.test_size=128",
-    "model.width=8",
-    "train.batch_size=32",
-    "train.rounds=4",
-    "train.eval_every=0",
-    "logger=none",
-]
-
-
-def compose_config(overrides: list[str] | None = None, name: str = "config") -> DictConfig:
-    """Compose ``conf/<name>.yaml`` with overrides, exactly as the CLI would."""
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return compose(name, overrides=overrides or [])
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """Config composition and validation: every option composes, bad values fail early."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,7 @@ from hydra.errors import ConfigCompositionException as HydraCompositionError
 from gclab import CONF_DIR
 from gclab.app import build
 from gclab.errors import ConfigError
-from tests.conftest import TINY, compose_config
+from helpers.config import TINY, compose_config
 
 GROUPS = ["scheme", "model", "data", "cluster", "delay", "logger"]
 
@@ -80,11 +81,14 @@ def test_bad_values_raise_one_clear_sentence_before_ray(override, message):
 def test_build_does_not_start_ray():
     """In a fresh process (the test session shares one Ray), building a run leaves Ray off."""
     script = (
-        "import ray; from gclab.app import build; from tests.conftest import TINY, "
+        "import ray; from gclab.app import build; from helpers.config import TINY, "
         "compose_config; build(compose_config(TINY)); assert not ray.is_initialized()"
     )
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "tests"), str(root)])}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, env=env, capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 

@@ -31,8 +31,8 @@ from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import save_checkpoint
-from tests.conftest import TINY, compose_config
-from tests.test_cli import free_port
+from helpers.config import TINY, compose_config
+from helpers.net import free_port
 
 #: TINY with a smaller training set, so that building a case (it loads data) is quick.
 BASE = [o for o in TINY if not o.startswith("data.")] + ["data.train_size=128", "data.test_size=16"]

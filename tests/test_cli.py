@@ -4,7 +4,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,7 +12,8 @@ import time
 import pytest
 
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
-from tests.conftest import TINY
+from helpers.config import TINY
+from helpers.net import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -76,12 +76,6 @@ def test_help_lists_the_config_groups():
     assert proc.returncode == 0
     for group in ("scheme", "model", "data", "cluster", "delay", "logger"):
         assert f"{group}:" in proc.stdout or f"{group}/" in proc.stdout
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_cluster_ray_joins_a_real_head_node(tmp_path):

@@ -21,7 +21,7 @@ from gclab import CONF_DIR
 from gclab.app import build
 from gclab.errors import ConfigError
 from gclab.sim.engine import simulate
-from tests.conftest import compose_config
+from helpers.config import compose_config
 
 #: Per key: values that are valid on their own, and values that are not.
 KEYS: dict[str, tuple[list[object], list[object]]] = {
@@ -43,7 +43,7 @@ KEYS: dict[str, tuple[list[object], list[object]]] = {
     "faults.crash": (["[]", "[0:0]"], ["[0:99]", "[oops]"]),
 }
 
-#: Every scheme option with its integer parameters and their defaults, from conf/scheme.
+#: Every scheme option with its integer parameters and their defaults, from gclab/conf/scheme.
 SCHEMES = {
     path.stem: {
         key: value

@@ -27,10 +27,10 @@ import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to com
 from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, write_report
 from gclab.report.runs import loss_rate
-from tests.conftest import compose_config
+from helpers.config import compose_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-REPO = CONF_DIR.parent
+REPO = CONF_DIR.parents[1]
 
 
 def cli(module: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

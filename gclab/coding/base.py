@@ -4,7 +4,7 @@ A scheme is a plain Python object (numpy only: no Ray, no torch) so that the Ray
 runtime and the simulator drive exactly the same code. To add a scheme, subclass
 :class:`Scheme` (or :class:`LinearScheme` for a static code with one job per round),
 declare its parameters as a dataclass decorated with ``@register("scheme", "<name>")``
-next to the class, add ``conf/scheme/<name>.yaml`` and import the module in
+next to the class, add ``gclab/conf/scheme/<name>.yaml`` and import the module in
 ``gclab/coding/__init__.py`` (README: "Adding a scheme").
 
 Vocabulary (REFERENCE.md §1):

@@ -1,6 +1,6 @@
 """Network and time model shared by both engines (pure numpy: no Ray, no torch).
 
-Delay/loss models (``conf/delay``) say how long packets take and which are lost;
+Delay/loss models (``gclab/conf/delay``) say how long packets take and which are lost;
 :class:`RoundProtocol` turns them into round durations, erasures and recoveries.
 Importing this package registers the schema of every ``delay`` option.
 """

@@ -5,7 +5,7 @@ extra time each worker's packet takes in a round (:meth:`DelayModel.delays`), wh
 first transmissions are lost (:meth:`DelayModel.lost`), and which retransmission
 attempts are lost (:meth:`DelayModel.relost`). Every answer is a pure function of its
 arguments (draws come from :mod:`gclab.network.draws`), so both engines see the same
-pattern for the same seed. Models are built by Hydra from ``conf/delay/<name>.yaml``
+pattern for the same seed. Models are built by Hydra from ``gclab/conf/delay/<name>.yaml``
 and validate their parameters in ``__init__``, raising :class:`ConfigError`.
 """
 

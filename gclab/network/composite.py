@@ -1,6 +1,6 @@
 """``composite``: two models on one path, e.g. stragglers plus bursty packet loss.
 
-Both parts are ordinary ``conf/delay`` options (``delay@delay.compute=trace``,
+Both parts are ordinary ``gclab/conf/delay`` options (``delay@delay.compute=trace``,
 ``delay@delay.loss=gilbert_elliott``): their delays add and a transmission is lost if
 either part loses it, like two independent stages in series. Each part draws from its
 own seed, derived from the run's seed and its slot, so two parts of the same kind are
@@ -36,7 +36,7 @@ class CompositeConfig:
 class Composite(DelayModel):
     """``compute`` and ``loss`` combined: delays add, losses combine by OR.
 
-    Each part is a delay model or its config (``conf/delay`` option). A part's own
+    Each part is a delay model or its config (``gclab/conf/delay`` option). A part's own
     ConfigError says ``delay.<key>``; it is re-raised as ``delay.<slot>.<key>``, the key
     the user actually typed.
     """
@@ -50,7 +50,7 @@ class Composite(DelayModel):
             if not isinstance(part, DelayModel):
                 raise ConfigError(
                     f"delay.{slot}={part!r} is invalid: "
-                    "it must be a delay model (a conf/delay option)."
+                    "it must be a delay model (a gclab/conf/delay option)."
                 )
             parts.append(part)
         self.parts = tuple(parts)

@@ -6,4 +6,4 @@ the same :class:`~gclab.network.RoundProtocol` the runtime uses;
 the Hydra app around both.
 """
 
-from gclab.sim import config  # noqa: F401  (registers sim_schema for conf/sim.yaml)
+from gclab.sim import config  # noqa: F401  (registers sim_schema for gclab/conf/sim.yaml)

@@ -1,4 +1,4 @@
-"""The simulator's config schema (``conf/sim.yaml`` extends it) and where configs live.
+"""The simulator's config schema (``gclab/conf/sim.yaml`` extends it) and where configs live.
 
 The simulator composes the same ``scheme`` and ``delay`` groups as training, but not
 the ``cluster`` group (that builds Ray): it only needs ``cluster.workers``.

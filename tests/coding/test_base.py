@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from coding_helpers import decode, packets, partials
 
 from gclab.coding import base
 from gclab.coding.base import combine
@@ -12,6 +11,7 @@ from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.sgc import SRSGC
 from gclab.errors import DecodeError
+from helpers.coding import decode, packets, partials
 
 
 @pytest.mark.parametrize("m", [1, 2, 3])

@@ -6,11 +6,11 @@ from fractions import Fraction as Q
 
 import numpy as np
 import pytest
-from coding_helpers import decode, packets, partials, relative_error
 
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.evaluation import EvaluationCode, search_nodes
 from gclab.errors import ConfigError
+from helpers.coding import decode, packets, partials, relative_error
 
 #: §4 worker rows for n=4, s=1, m=2, θ = 0..3: coefficients of (g_j^1, g_j^2), j = 0..3.
 ROWS = np.array([

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from coding_helpers import decode, packets, partials, relative_error
 
 from gclab.coding.base import LinearScheme
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers, random_h, tandon_encoding
 from gclab.errors import ConfigError
+from helpers.coding import decode, packets, partials, relative_error
 
 
 class Explicit(LinearScheme):

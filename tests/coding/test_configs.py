@@ -1,8 +1,6 @@
-"""conf/scheme/*.yaml match their registered schemas and instantiate with n from the app."""
+"""gclab/conf/scheme/*.yaml match their registered schemas and instantiate with n from the app."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pytest
 from hydra.core.config_store import ConfigStore
@@ -10,9 +8,10 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 import gclab.coding  # noqa: F401  (registers the schemas)
+from gclab import CONF_DIR
 from gclab.coding.base import Scheme
 
-SCHEME_DIR = Path(__file__).resolve().parents[2] / "conf" / "scheme"
+SCHEME_DIR = CONF_DIR / "scheme"
 NAMES = [
     "uncoded", "ignore_stragglers", "classic_fr", "classic_cr", "cce_cr", "cce_fr",
     "pipelined_cr", "pipelined_fr", "sr_sgc", "m_sgc",

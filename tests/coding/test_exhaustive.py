@@ -6,11 +6,11 @@ import itertools
 
 import numpy as np
 import pytest
-from coding_helpers import decodable_in_principle, decode, packets, partials, relative_error
-from coding_helpers import schemes as all_schemes
 
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR
+from helpers.coding import decodable_in_principle, decode, packets, partials, relative_error
+from helpers.coding import schemes as all_schemes
 
 
 @pytest.mark.parametrize("n", range(1, 9))

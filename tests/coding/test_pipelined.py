@@ -7,13 +7,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from coding_helpers import decode, packets, partials
-from sequential_helpers import bursty_mask, job_partials, run_stream
 
 from gclab.coding.base import Task
 from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.pipelined import PipelinedCR, PipelinedFR
 from gclab.errors import ConfigError, DecodeError
+from helpers.coding import decode, packets, partials
+from helpers.sequential import bursty_mask, job_partials, run_stream
 
 #: REFERENCE.md §5.1 / §9 vector 8: decodable / total patterns by number of losses,
 #: for the loss counts above (T+1)s (every lighter pattern decodes).

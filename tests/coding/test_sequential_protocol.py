@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sequential_helpers import real_run, symbolic_decode_rounds
 
 from gclab.coding.base import Scheme
 from gclab.coding.classic import ClassicCR
@@ -15,6 +14,7 @@ from gclab.network.composite import Composite
 from gclab.network.gilbert_elliott import GilbertElliott
 from gclab.network.straggler import Straggler
 from gclab.sim.engine import simulate
+from helpers.sequential import real_run, symbolic_decode_rounds
 
 LOSSY = NetworkConfig(policy="all", rto=1.0)
 

@@ -6,7 +6,6 @@ import itertools
 
 import numpy as np
 import pytest
-from sequential_helpers import job_partials, real_run, run_stream, symbolic_decode_rounds
 
 from gclab.coding.base import Task
 from gclab.coding.sgc import MSGC, SRSGC, bursty_model
@@ -14,6 +13,7 @@ from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
 from gclab.network.straggler import Straggler
 from gclab.sim.engine import simulate
+from helpers.sequential import job_partials, real_run, run_stream, symbolic_decode_rounds
 
 
 def admitted_sequences(n: int, rounds: int, B: int, W: int, lam: int) -> list[np.ndarray]:

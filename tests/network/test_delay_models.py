@@ -11,6 +11,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
 import gclab.network  # noqa: F401  (registers the delay schemas)
+from gclab import CONF_DIR
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli
@@ -19,7 +20,6 @@ from gclab.network.gilbert_elliott import GilbertElliott
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
 N, ROUNDS = 64, 3000
 
 
@@ -213,7 +213,7 @@ def test_trace_needs_a_path_and_a_known_rule(tmp_path: Path) -> None:
 
 
 def compose_delay(*overrides: str) -> DelayModel:
-    with initialize_config_dir(str(CONF), version_base="1.3"):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose(overrides=list(overrides))
     return instantiate(cfg.delay)
 

@@ -18,7 +18,7 @@ from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig, RecoveryError, RoundOutcome, RoundProtocol
 from gclab.network.base import DelayModel
 from gclab.network.wallclock import WallClockProtocol
-from tests.network.test_protocol import (
+from helpers.protocol import (
     FractionalRepetition,
     LosesEverything,
     OneRoundLate,

@@ -14,7 +14,7 @@ from gclab.app import run
 from gclab.network import NetworkConfig, RoundProtocol
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import read_metrics
-from tests.conftest import TINY, compose_config
+from helpers.config import TINY, compose_config
 
 SCHEMES = [
     ["scheme=uncoded"],

@@ -1,41 +1,17 @@
 """Principle 2 of DESIGN.md: an exact scheme trains exactly like single-process SGD."""
 
-from pathlib import Path
-
 import numpy as np
 import pytest
-import torch
 from hydra.utils import instantiate
 
-from gclab.app import build, run
-from gclab.ml.reference import train_single_process
-from gclab.tracking.artifacts import load_checkpoint, read_metrics
-from tests.conftest import TINY, compose_config
-
-
-def reference_weights(cfg) -> dict[str, torch.Tensor]:
-    """Weights after plain SGD on the same global batches, from the same initial model."""
-    plan, _ = build(cfg)
-    torch.manual_seed(plan.seed)
-    model = instantiate(plan.model_cfg)
-    flat = train_single_process(
-        model, plan.data, plan.scheme.k, plan.batch_size, plan.num_jobs, plan.seed,
-        plan.augment, plan.build_optimizer,
-    )  # fmt: skip
-    return flat.model.state_dict()
-
-
-def trained_weights(cfg, run_dir: Path) -> dict[str, torch.Tensor]:
-    run(cfg, run_dir)
-    return load_checkpoint(run_dir / "checkpoint.pt")["model"]
-
-
-def assert_same_weights(got: dict, want: dict, tol: float = 2e-5) -> None:
-    assert got.keys() == want.keys()
-    for key in want:
-        diff = float((got[key] - want[key]).abs().max())
-        scale = float(want[key].abs().max()) + 1e-12
-        assert diff <= tol * max(1.0, scale), f"{key}: max diff {diff:.3e}"
+from gclab.tracking.artifacts import read_metrics
+from helpers.config import TINY, compose_config
+from helpers.training import (
+    assert_same_weights,
+    reference_weights,
+    rotating_straggler_trace,
+    trained_weights,
+)
 
 
 @pytest.mark.parametrize("extra", [[], ["data.augment=true", "train.nesterov=true"]])
@@ -55,14 +31,6 @@ def test_actors_hosting_several_logical_workers_change_nothing(ray_session, tmp_
     packed = trained_weights(compose_config([*base, "cluster.actors=2"]), tmp_path / "b")
     for key in one_each:
         assert np.array_equal(one_each[key].numpy(), packed[key].numpy())
-
-
-def rotating_straggler_trace(path: Path, n: int, rounds: int) -> Path:
-    """Worker ``r mod n`` is 50x slower in round r: one tolerated erasure per round."""
-    durations = np.ones((n, rounds))
-    durations[np.arange(rounds) % n, np.arange(rounds)] = 50.0
-    np.savez(path, durations=durations, load=0.0)
-    return path
 
 
 EXACT_SCHEMES = [

@@ -12,8 +12,8 @@ import pytest
 import ray
 
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
-from tests.conftest import TINY, compose_config
-from tests.runtime.test_exactness import assert_same_weights, reference_weights, trained_weights
+from helpers.config import TINY, compose_config
+from helpers.training import assert_same_weights, reference_weights, trained_weights
 
 CR = ["scheme=classic_cr", "scheme.s=1", "cluster.workers=4"]
 

@@ -8,8 +8,8 @@ from hydra.utils import instantiate
 from gclab.app import build, run
 from gclab.ml.reference import train_single_process
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
-from tests.conftest import TINY, compose_config
-from tests.runtime.test_exactness import (
+from helpers.config import TINY, compose_config
+from helpers.training import (
     assert_same_weights,
     reference_weights,
     rotating_straggler_trace,

@@ -14,8 +14,8 @@ from hydra.utils import instantiate
 from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.tracking.artifacts import read_metrics
-from tests.conftest import TINY, compose_config
-from tests.runtime.test_exactness import assert_same_weights, reference_weights, trained_weights
+from helpers.config import TINY, compose_config
+from helpers.training import assert_same_weights, reference_weights, trained_weights
 
 #: Every packet is held 0.2 s + Exp(0.1 s); one in five first transmissions is lost.
 DELAY = [

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from gclab import CONF_DIR
 from gclab.coding.base import LinearScheme
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
@@ -15,8 +16,6 @@ from gclab.network.trace import Trace
 from gclab.sim import search as search_module
 from gclab.sim.engine import simulate
 from gclab.sim.search import GRIDS, grid, search
-
-CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 class Replication(LinearScheme):
@@ -62,7 +61,8 @@ def test_search_refuses_a_scheme_without_a_grid() -> None:
 
 
 @pytest.mark.skipif(
-    not (CONF / "scheme" / "classic_fr.yaml").is_file(), reason="scheme classic_fr not present yet"
+    not (CONF_DIR / "scheme" / "classic_fr.yaml").is_file(),
+    reason="scheme classic_fr not present yet",
 )
 def test_search_over_classic_fr() -> None:
     from hydra import compose, initialize_config_dir
@@ -70,7 +70,7 @@ def test_search_over_classic_fr() -> None:
     import gclab.sim.config  # noqa: F401  (registers the simulator's schema)
     from gclab.network.straggler import Straggler
 
-    with initialize_config_dir(str(CONF), version_base="1.3"):
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("sim", overrides=["scheme=classic_fr", "cluster.workers=8"])
     trials = search(cfg.scheme, 8, Straggler(shift=1.0, mean=1.0), NetworkConfig(), 30, seed=0)
     assert sorted(t.params["s"] for t in trials) == [1, 3, 7]

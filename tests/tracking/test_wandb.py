@@ -4,8 +4,8 @@ import pytest
 
 from gclab.app import run
 from gclab.tracking.artifacts import read_metrics
-from tests.conftest import TINY, compose_config
-from tests.tracking.wandb_records import read_run
+from helpers.config import TINY, compose_config
+from helpers.wandb_records import read_run
 
 
 def test_offline_run_file_holds_config_metrics_histogram_and_summary(ray_session, tmp_path):

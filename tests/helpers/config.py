@@ -1,0 +1,31 @@
+"""Config composition as the CLI does it, and the overrides that make a run take seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
+from gclab import CONF_DIR
+
+SHARED = Path(__file__).resolve().parents[3] / "shared"  # beside the repository
+
+#: Overrides that make a run take seconds: tiny synthetic data, a thin CNN, no tracker.
+TINY = [
+    "data=synthetic",
+    "data.train_size=512",
+    "data.test_size=128",
+    "model.width=8",
+    "train.batch_size=32",
+    "train.rounds=4",
+    "train.eval_every=0",
+    "logger=none",
+]
+
+
+def compose_config(overrides: list[str] | None = None, name: str = "config") -> DictConfig:
+    """Compose ``gclab/conf/<name>.yaml`` with overrides, exactly as the CLI would."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose(name, overrides=overrides or [])

@@ -1,0 +1,9 @@
+"""Network helpers for tests that start real Ray nodes."""
+
+import socket
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

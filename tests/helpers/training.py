@@ -1,0 +1,44 @@
+"""Train through the app and single-process SGD on the same batches, and compare weights."""
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+
+from gclab.app import build, run
+from gclab.ml.reference import train_single_process
+from gclab.tracking.artifacts import load_checkpoint
+
+
+def reference_weights(cfg) -> dict[str, torch.Tensor]:
+    """Weights after plain SGD on the same global batches, from the same initial model."""
+    plan, _ = build(cfg)
+    torch.manual_seed(plan.seed)
+    model = instantiate(plan.model_cfg)
+    flat = train_single_process(
+        model, plan.data, plan.scheme.k, plan.batch_size, plan.num_jobs, plan.seed,
+        plan.augment, plan.build_optimizer,
+    )  # fmt: skip
+    return flat.model.state_dict()
+
+
+def trained_weights(cfg, run_dir: Path) -> dict[str, torch.Tensor]:
+    run(cfg, run_dir)
+    return load_checkpoint(run_dir / "checkpoint.pt")["model"]
+
+
+def assert_same_weights(got: dict, want: dict, tol: float = 2e-5) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        diff = float((got[key] - want[key]).abs().max())
+        scale = float(want[key].abs().max()) + 1e-12
+        assert diff <= tol * max(1.0, scale), f"{key}: max diff {diff:.3e}"
+
+
+def rotating_straggler_trace(path: Path, n: int, rounds: int) -> Path:
+    """Worker ``r mod n`` is 50x slower in round r: one tolerated erasure per round."""
+    durations = np.ones((n, rounds))
+    durations[np.arange(rounds) % n, np.arange(rounds)] = 50.0
+    np.savez(path, durations=durations, load=0.0)
+    return path
