@@ -181,6 +181,11 @@ BUILD_CASES = [
     ("infinite-cpus", ["cluster.worker_cpus=inf"],
      r"cluster\.worker_cpus=inf .* both must be finite and >= 0"),
     ("zero-timeout", ["cluster.timeout=0"], r"cluster\.timeout=0\.0 is invalid: it must be > 0"),
+    ("unknown-compute-time", ["cluster.compute_time=gpu"],
+     r"cluster\.compute_time='gpu' is invalid: it must be one of auto, cpu, wall\."),
+    ("cpu-clock-with-threads", ["cluster.compute_time=cpu", "cluster.threads_per_actor=2"],
+     r"cluster\.compute_time=cpu measures one thread's CPU time, but "
+     r"cluster\.threads_per_actor=2; use compute_time=wall"),
     # train
     ("batch-smaller-than-partitions", ["train.batch_size=2"],
      r"train\.batch_size=2 is not divisible by the 4 data shards .*a multiple of 4, e\.g\. 4\."),

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import ray
 
 from gclab.errors import ConfigError
+from gclab.runtime.timing import ComputeTime
 from gclab.schemas import register
 
 
@@ -22,6 +23,7 @@ class LocalClusterConfig:
     worker_cpus: float = 0.5
     worker_gpus: float = 0.0
     threads_per_actor: int = 1
+    compute_time: str = "auto"
     server_threads: int = 1
     timeout: float = 120.0
     dashboard: bool = False
@@ -37,6 +39,13 @@ class RayClusterConfig(LocalClusterConfig):
 class Cluster:
     """How many logical workers, how they are packed into actors, and where Ray runs.
 
+    ``actors=None`` packs the logical workers into as many actors as the Ray cluster
+    has cores for (``CPUs // threads_per_actor``), so that actors never outnumber the
+    cores they run on; with ``network.clock=wall`` it is one actor per logical worker,
+    since there a worker's packet arrives when its actor's call returns, and workers
+    sharing an actor would share one arrival. ``compute_time`` says how each logical
+    worker's compute is measured for the virtual clock (:mod:`gclab.runtime.timing`):
+    ``auto`` is the thread's CPU time for one-thread workers and wall time otherwise.
     ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
     1 by default, since a second thread mostly spins against the workers on a busy
     machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
@@ -55,6 +64,7 @@ class Cluster:
         worker_cpus: float = 0.5,
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
+        compute_time: str = "auto",
         server_threads: int = 1,
         timeout: float = 120.0,
         dashboard: bool = False,
@@ -64,11 +74,10 @@ class Cluster:
             raise ConfigError(
                 f"cluster.workers={workers!r} is invalid: it must be an integer >= 1."
             )
-        actors = workers if actors is None else actors
-        if not 1 <= actors <= workers:
+        if actors is not None and not 1 <= actors <= workers:
             raise ConfigError(
                 f"cluster.actors={actors} is invalid: it must be between 1 and "
-                f"cluster.workers={workers} (or null for one actor per worker)."
+                f"cluster.workers={workers} (or null: as many as the cores allow)."
             )
         if not (0 <= worker_cpus < math.inf and 0 <= worker_gpus < math.inf):
             raise ConfigError(
@@ -77,6 +86,7 @@ class Cluster:
             )
         if threads_per_actor < 1:
             raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
+        self.compute_time = _compute_time(compute_time, threads_per_actor)
         if server_threads < 1:
             raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
@@ -98,20 +108,33 @@ class Cluster:
         self.dashboard = dashboard
         self.server_threads = server_threads
 
-    def groups(self) -> list[list[int]]:
-        """Logical workers of each actor: contiguous, as even as possible."""
-        size, extra = divmod(self.workers, self.actors)
-        bounds = [a * size + min(a, extra) for a in range(self.actors + 1)]
-        return [list(range(bounds[a], bounds[a + 1])) for a in range(self.actors)]
+    def groups(self, one_per_worker: bool = False) -> list[list[int]]:
+        """Logical workers of each actor: contiguous, as even as possible.
+
+        Call it once Ray runs (:meth:`connect`): the default packing reads the cluster's
+        CPUs. ``one_per_worker`` (the wall clock) makes the default one actor per worker.
+        """
+        actors = self.actors
+        if actors is None:
+            actors = self.workers if one_per_worker else self.default_actors(_ray_cpus())
+        size, extra = divmod(self.workers, actors)
+        bounds = [a * size + min(a, extra) for a in range(actors + 1)]
+        return [list(range(bounds[a], bounds[a + 1])) for a in range(actors)]
+
+    def default_actors(self, cpus: float) -> int:
+        """Actors for ``cpus`` cores: one per ``threads_per_actor`` of them, <= one per worker."""
+        return max(1, min(self.workers, int(cpus) // self.threads_per_actor))
 
     def connect(self) -> None:
         """Start or join Ray (reusing a session this process already has)."""
         if ray.is_initialized():
             return
         if self.address is None:
-            needed = math.ceil(self.actors * self.worker_cpus) + 1
+            cores = os.cpu_count() or 1
+            needed = math.ceil((self.actors or self.default_actors(cores)) * self.worker_cpus) + 1
             ray.init(
-                num_cpus=max(os.cpu_count() or 1, needed),
+                address="local",  # never a cluster `ray start` left running (RAY_ADDRESS)
+                num_cpus=max(cores, needed),
                 num_gpus=None if self.worker_gpus else 0,
                 include_dashboard=self.dashboard,  # off unless asked: it serves HTTP
                 _node_ip_address="127.0.0.1",
@@ -127,6 +150,29 @@ class Cluster:
                 f"cluster.address={self.address!r}: no Ray cluster answered ({exc}); start "
                 "one with 'ray start --head' or use cluster=local."
             ) from exc
+
+
+def _compute_time(value: str, threads: int) -> ComputeTime:
+    """``cluster.compute_time``, with ``auto`` resolved (see :mod:`gclab.runtime.timing`)."""
+    valid = ("auto", *(m.value for m in ComputeTime if m is not ComputeTime.cuda))
+    if value not in valid:
+        raise ConfigError(
+            f"cluster.compute_time={value!r} is invalid: it must be one of {', '.join(valid)}."
+        )
+    if value == "auto":
+        return ComputeTime.cpu if threads == 1 else ComputeTime.wall
+    if value == "cpu" and threads > 1:
+        raise ConfigError(
+            f"cluster.compute_time=cpu measures one thread's CPU time, but "
+            f"cluster.threads_per_actor={threads}; use compute_time=wall (or auto) with "
+            "several threads, or threads_per_actor=1."
+        )
+    return ComputeTime(value)
+
+
+def _ray_cpus() -> float:
+    """CPUs of the Ray cluster this process is connected to."""
+    return ray.cluster_resources().get("CPU", 1.0)
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

@@ -148,6 +148,7 @@ def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
     torch.set_num_threads(plan.cluster.server_threads)
     plan.cluster.connect()
     pool, normalizer = _start_workers(plan)
+    recorder.extra.update(actors=len(pool.groups), compute_time=plan.cluster.compute_time.value)
     try:
         return _loop(plan, recorder, pool, normalizer)
     finally:
@@ -226,10 +227,12 @@ def _start_workers(plan: TrainingPlan) -> tuple[WorkerPool, Normalizer]:
     spec = WorkerSpec(
         scheme, plan.model_cfg, batches, mean, std, plan.augment,
         cluster.threads_per_actor, plan.num_jobs, plan.faults, plan.models,
+        cluster.compute_time,
     )  # fmt: skip
     shard_refs = [ray.put((data.train_x[idx], data.train_y[idx])) for idx in shards]
+    groups = cluster.groups(one_per_worker=isinstance(plan.protocol, WallClockProtocol))
     pool = WorkerPool(
-        spec, cluster.groups(), shard_refs, cluster.worker_cpus, cluster.worker_gpus,
+        spec, groups, shard_refs, cluster.worker_cpus, cluster.worker_gpus,
         cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}",
     )  # fmt: skip
     return pool, Normalizer(mean, std)

@@ -2,8 +2,9 @@
 
 An actor holds only the data shards its logical workers' placement names (fetched
 once from the object store), keeps one encoder per logical worker, and per round
-returns one packet per logical worker with that worker's own compute time, so the
-virtual clock stays faithful however workers are packed into processes.
+returns one packet per logical worker with that worker's own compute time, measured
+so that neither the packing nor the machine's load changes it
+(:mod:`gclab.runtime.timing`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from gclab.coding.base import Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
 from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
 from gclab.runtime.faults import Faults
+from gclab.runtime.timing import ComputeTime, Stopwatch
 
 
 @dataclass
@@ -38,6 +40,7 @@ class WorkerSpec:
     num_jobs: int
     faults: Faults
     models: int  # 1, or T+1 with train.pipeline=interleaved
+    compute_time: ComputeTime  # how each logical worker's compute is measured
 
 
 @dataclass
@@ -67,6 +70,7 @@ class WorkerHost:
         self.batches = BatchMaker(local, spec.plan, Normalizer(spec.mean, spec.std), spec.augment)
         self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
+        self.stopwatch = Stopwatch(spec.compute_time)
 
     def run_round(
         self,
@@ -89,7 +93,7 @@ class WorkerHost:
                 os._exit(1)  # the process dies mid-call, as a machine failure would
             if fault is not None and fault.kind == "stall":
                 time.sleep(fault.seconds)
-            start = time.perf_counter()
+            self.stopwatch.start()
             loaded = None  # each logical worker starts from the broadcast weights
             partials, loss_sum, samples = {}, 0.0, 0
             for task in plans[w]:
@@ -104,10 +108,11 @@ class WorkerHost:
                 loss, grad = loss_and_gradient(self.flat, x, y)
                 partials[task] = grad.numpy()
                 loss_sum, samples = loss_sum + loss, samples + len(y)
+            self.stopwatch.host_part()
             packet = self.encoders[w].encode(round, partials)
             if fault is not None and fault.kind == "nan":
                 packet = np.full_like(packet, np.nan)
-            seconds = time.perf_counter() - start
+            seconds = self.stopwatch.stop()
             buffers = self.flat.buffer_vector().numpy() if loaded is not None else None
             reports[w] = WorkerReport(round, packet, seconds, loss_sum, samples, buffers, loaded)
         return reports

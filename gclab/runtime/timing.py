@@ -1,0 +1,78 @@
+"""How a logical worker's compute time is measured for the virtual clock.
+
+The virtual clock needs what a worker would take *on its own core or device*, not how
+long the OS scheduler let it run: with more busy processes than cores, wall time
+measures the machine's oversubscription, and packing would change the result. The rule:
+
+* ``cpu`` (the default for CPU workers with one torch thread): the CPU time of the
+  thread that runs the worker (``time.thread_time``). With one intra-op thread, torch
+  runs the forward pass, the backward pass (the autograd engine works on the calling
+  thread for CPU tensors) and the encoding all on that thread, so its CPU time is the
+  worker's whole compute, and time spent waiting for a core is not counted.
+* ``cuda`` (the default on a GPU): the GPU time from the worker's first to its last
+  queued kernel, gradients copied to the host included (CUDA events on the current
+  stream), plus the thread's CPU time for encoding the packet on the host afterwards.
+  Logical workers of one actor run one after another on its GPU, so each one's events
+  time only its own kernels; actors sharing one GPU interleave their kernels and each
+  sees the others' in its span, which is why the default packs one actor per GPU.
+* ``wall`` (``time.perf_counter``): elapsed time. The only faithful choice for a
+  worker with several torch threads (``cluster.threads_per_actor > 1``): process CPU
+  time would add every thread's time, spin-waiting included, and dividing it by the
+  thread count assumes perfect scaling. Wall time is faithful only when each actor's
+  threads have cores of their own, which the default ``cluster.actors`` arranges.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import Enum
+
+import torch
+
+
+class ComputeTime(Enum):
+    """The measure of a logical worker's compute time (``cluster.compute_time``)."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+    wall = "wall"
+
+
+class Stopwatch:
+    """Times one logical worker's round: :meth:`start`, :meth:`host_part`, :meth:`stop`.
+
+    ``host_part`` marks the end of the work queued on the device (a no-op on the CPU):
+    for ``cuda`` it waits for the device and starts counting host CPU time.
+    """
+
+    def __init__(self, measure: ComputeTime) -> None:
+        self.measure = measure
+        self._device_seconds = 0.0
+        self._host_start = 0.0
+        if measure is ComputeTime.cuda:
+            self._events = (
+                torch.cuda.Event(enable_timing=True),
+                torch.cuda.Event(enable_timing=True),
+            )
+
+    def _now(self) -> float:
+        return time.perf_counter() if self.measure is ComputeTime.wall else time.thread_time()
+
+    def start(self) -> None:
+        self._device_seconds = 0.0
+        if self.measure is ComputeTime.cuda:
+            self._events[0].record()
+        self._host_start = self._now()
+
+    def host_part(self) -> None:
+        """The device's work is queued: wait for it; from here on the host computes."""
+        if self.measure is ComputeTime.cuda:
+            begin, end = self._events
+            end.record()
+            end.synchronize()
+            self._device_seconds = begin.elapsed_time(end) / 1e3  # milliseconds
+            self._host_start = self._now()
+
+    def stop(self) -> float:
+        """Seconds of compute since :meth:`start`."""
+        return self._device_seconds + self._now() - self._host_start
