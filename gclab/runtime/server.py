@@ -166,6 +166,8 @@ def _loop(
     rounds = plan.num_jobs + scheme.T
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
     for r in progress:
+        if not decoder.serves(r, plan.num_jobs):  # nothing left to do in this round
+            continue
         wall_start = time.perf_counter()
         state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy
         tasks = decoder.plan(r)
@@ -207,13 +209,16 @@ def _loop(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults
         )
         postfix = {"loss": f"{record['train_loss']:.3f}"}
-        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):
+        finished = server.next_job >= plan.num_jobs  # the run ends with its last job
+        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or finished):
             acc, test_loss = server.evaluate(data, normalizer)
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
         progress.set_postfix(postfix)
-        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or r + 1 == rounds):
+        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or finished):
             recorder.checkpoint(r, server, plan.protocol)
+        if finished:
+            break
     return recorder.summary()
 
 

@@ -86,6 +86,10 @@ def test_search_over_a_chosen_subset(tmp_path: Path) -> None:
         (("delay=bernoulli", "delay.p=1.5"), "delay.p=1.5 is invalid: it must be a probability"),
         (("delay=trace",), "delay.path is missing"),
         (("network.mu=-1",), "network.mu=-1.0 is invalid"),
+        (
+            ("network.recovery=sometimes",),
+            "network.recovery='sometimes' is invalid: it must be one of decodable, wait_all.",
+        ),
         (("cluster.workers=0",), "cluster.workers=0 is invalid"),
         (("sim.jobs=0",), "sim.jobs=0 is invalid"),
         (("delay=straggler", "delay.slow_workers=9"), "delay.slow_workers=9 is invalid"),
