@@ -221,6 +221,15 @@ class StragglerModel(ABC):
     def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
         """Record ``round``'s straggler pattern ``erased`` for the checks of later rounds."""
 
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        """Whether the papers' master runs ``round`` of a run of ``jobs`` jobs.
+
+        By default when it serves a job not decoded yet (:meth:`Decoder.serves`), the
+        rule of ``network.recovery=decodable`` too; a scheme whose published simulator
+        charges other rounds says so here.
+        """
+        return decoder.serves(round, jobs)
+
 
 class WindowModel(StragglerModel):
     """:meth:`Scheme.tolerates` on the window of every job that the round belongs to.

@@ -130,6 +130,30 @@ class SRSGCModel(BurstyModel):
         return bool(np.all(erased | (plan == round))) and int(erased.sum()) <= self.scheme.s
 
 
+class MSGCModel(BurstyModel):
+    """:class:`BurstyModel`, and every round ``0 .. J+T−1`` runs, as in the papers' M-SGC.
+
+    Their ``MultiplexedSGC.run`` charges all ``J + T`` rounds. For ``λ < n`` the last job
+    needs every one of them anyway; at ``λ = n`` (no D2 groups) a round after the last
+    job's D1 chunks only holds empty D2 mini-tasks, which the decodable rule skips.
+    """
+
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        return round < jobs + self.scheme.T
+
+
+def sr_sgc_stragglers(B: int, W: int, lam: int) -> int:
+    """SR-SGC's GC parameter ``s = ⌈Bλ/(W−1+B)⌉``."""
+    return ceil(B * lam / (W - 1 + B))
+
+
+def m_sgc_load(n: int, B: int, W: int, lam: int) -> float:
+    """M-SGC's load ``(λ+1)(W−1+B) / (n(B+(W−1)(λ+1)))``; ``(W−1+B)/(n(W−1))`` at ``λ = n``."""
+    if lam == n:  # no D2 groups: everything is D1
+        return (W - 1 + B) / (n * (W - 1))
+    return (lam + 1) * (W - 1 + B) / (n * (B + (W - 1) * (lam + 1)))
+
+
 def _check_bwl(n: int, B: object, W: object, lam: object) -> tuple[int, int, int]:
     """``(B, W, λ)`` as integers with ``1 <= B < W`` and ``0 <= λ <= n``."""
     B, W, lam = params.integer("B", B), params.integer("W", W), params.integer("lam", lam)
@@ -284,7 +308,7 @@ class SRSGC(AdaptiveScheme):
             f"W for B={B}", valid_w,
         )  # fmt: skip
         self.B, self.W, self.lam = B, W, lam
-        self.n, self.s, self.T = n, ceil(B * lam / (W - 1 + B)), B
+        self.n, self.s, self.T = n, sr_sgc_stragglers(B, W, lam), B
         self.gc = ClassicCR(n, self.s)
         self.parts, self.placement = self.gc.parts, self.gc.placement
 
@@ -429,10 +453,7 @@ class MSGC(AdaptiveScheme):
 
     @property
     def load(self) -> float:
-        if not self.groups:
-            return (self.W - 1 + self.B) / (self.n * (self.W - 1))
-        lam, W, B, n = self.lam, self.W, self.B, self.n
-        return (lam + 1) * (W - 1 + B) / (n * (B + (W - 1) * (lam + 1)))
+        return m_sgc_load(self.n, self.B, self.W, self.lam)
 
     @property
     def packet_fraction(self) -> float:
@@ -443,6 +464,9 @@ class MSGC(AdaptiveScheme):
 
     def decoder(self, grad_size: int | None = None) -> Decoder:
         return MSGCDecoder(self, grad_size)
+
+    def straggler_model(self) -> StragglerModel:
+        return MSGCModel(self)
 
 
 class MSGCEncoder(Encoder):

@@ -196,6 +196,21 @@ class RoundProtocol:
             sent, waited,
         )  # fmt: skip
 
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        """Whether an engine runs ``round`` of a run of ``jobs`` jobs (rounds ``< jobs + T``).
+
+        ``decodable``: when it serves a job not decoded yet, so a run ends with its last
+        job. ``wait_all``: as the papers' code does (:meth:`StragglerModel.runs`).
+        """
+        if self.network.recovery == "wait_all":
+            return self._straggler_model(decoder).runs(round, jobs, decoder)
+        return decoder.serves(round, jobs)
+
+    def _straggler_model(self, decoder: Decoder) -> StragglerModel:
+        if self._model is None:
+            self._model = decoder.scheme.straggler_model()
+        return self._model
+
     def _waits_for_all(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
         """``recovery=wait_all``: whether the straggler model rejects the close's erasures.
 
@@ -204,10 +219,9 @@ class RoundProtocol:
         """
         if self.network.recovery != "wait_all":
             return False
-        if self._model is None:
-            self._model = decoder.scheme.straggler_model()
-        admitted = self._model.admits(round, erased, decoder)
-        self._model.settle(round, erased if admitted else np.zeros_like(erased), decoder)
+        model = self._straggler_model(decoder)
+        admitted = model.admits(round, erased, decoder)
+        model.settle(round, erased if admitted else np.zeros_like(erased), decoder)
         return not admitted
 
     def _draws(self, round: int, decoder: Decoder) -> tuple[np.ndarray, np.ndarray]:

@@ -166,7 +166,7 @@ def _loop(
     rounds = plan.num_jobs + scheme.T
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
     for r in progress:
-        if not decoder.serves(r, plan.num_jobs):  # nothing left to do in this round
+        if not plan.protocol.runs(r, plan.num_jobs, decoder):  # nothing left to do in it
             continue
         wall_start = time.perf_counter()
         state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy

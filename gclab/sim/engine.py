@@ -4,9 +4,11 @@ Each round the simulator hands the protocol the same compute time for every work
 ``unit_time × scheme.load`` seconds (``sim.unit_time``: seconds per unit load; 0 by
 default, because trace replay already includes compute time and scales it by load);
 the delay model adds the rest. It decodes every job the protocol reports decodable.
-Rounds ``0 .. J+T−1`` are candidates (the last job is due in round ``J−1+T``); a round
-that serves no undecoded job (:meth:`~gclab.coding.base.Decoder.serves`) is skipped and
-costs nothing, so the run ends when its last job is decoded. It never calls
+Rounds ``0 .. J+T−1`` are candidates (the last job is due in round ``J−1+T``); the
+protocol says which run (:meth:`~gclab.network.RoundProtocol.runs`): with
+``recovery=decodable`` a round that serves no undecoded job is skipped and costs
+nothing, so the run ends when its last job is decoded; ``wait_all`` runs what the
+papers' code runs. It never calls
 ``decoder.plan``: in symbolic mode decodability depends only on which packets arrived,
 and building every worker's task list each round would cost more than the rest of the
 round together.
@@ -102,7 +104,7 @@ def simulate(
     compute = np.full(scheme.n, unit_time * scheme.load)
     index, durations, counts = [], [], []  # counts: erasures, lost, late, retransmissions, waited
     for r in range(jobs + scheme.T):
-        if not decoder.serves(r, jobs):
+        if not protocol.runs(r, jobs, decoder):
             continue
         out = protocol.run_round(r, compute, decoder, _symbolic)
         for job in out.decodable:
