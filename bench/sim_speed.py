@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from gclab import CONF_DIR
 from gclab.errors import DecodeError
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
+from gclab.sim import public
 from gclab.sim.engine import simulate
 from gclab.sim.search import grid, scheme_option, search
 
@@ -120,7 +120,7 @@ def papers_search(repeats: int, cold: bool) -> None:
     if not SEARCH_TRACE.is_file():
         print(f"\nthe papers' search skipped: no trace at {SEARCH_TRACE}")
         return
-    theirs = their_search_seconds()
+    theirs = public.search_seconds(SEARCH_TRACE.parent / "PUBLIC_SIMULATOR.md")
     start = min(timed([sys.executable, "-c", "import numpy"])[0] for _ in range(repeats))
     print(f"\nthe papers' four schemes, {SEARCH_TRACE.name}, 16 jobs, slope 2.2, mu=1 "
           f"(load average {os.getloadavg()[0]:.1f})\n")  # fmt: skip
@@ -179,15 +179,6 @@ def engine_rate(recovery: str, sample: int = 8) -> float:
         search(node, 256, delay, network, 16, seed=0, settings=chosen)
         count += len(chosen)
     return count / (time.perf_counter() - start)
-
-
-def their_search_seconds() -> float | None:
-    """The public simulator's full search time (the ``all`` row of PUBLIC_SIMULATOR.md)."""
-    table = SEARCH_TRACE.parent / "PUBLIC_SIMULATOR.md"
-    if not table.is_file():
-        return None
-    found = re.search(r"^\| all \| \d+ \| ([\d.]+) \|", table.read_text(), re.MULTILINE)
-    return float(found.group(1)) if found else None
 
 
 if __name__ == "__main__":

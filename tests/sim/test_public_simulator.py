@@ -10,27 +10,15 @@ with a straggler to wait for (a round whose packets all beat the deadline closes
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
 
-from gclab.coding.classic import ClassicCR, ClassicFR
-from gclab.coding.sgc import MSGC, SRSGC
-from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
-from gclab.network.trace import Trace
+from gclab.sim import public
 from gclab.sim.engine import simulate
 from helpers.config import SHARED
 
 TABLE = SHARED / "traces" / "PUBLIC_SIMULATOR.md"
-SCHEMES = {
-    "uncoded": Uncoded,
-    "classic_cr": ClassicCR,
-    "classic_fr": ClassicFR,
-    "sr_sgc": SRSGC,
-    "m_sgc": MSGC,
-}
+ROWS = public.rows(TABLE) if TABLE.is_file() else []
 
 pytestmark = [
     pytest.mark.traces,
@@ -38,33 +26,10 @@ pytestmark = [
 ]
 
 
-def reference_rows(path: Path) -> list[tuple[str, int, float, str, dict[str, int], float, int]]:
-    """``(trace file, jobs, slope, scheme, params, total, waits)`` per row of the table."""
-    rows, trace, jobs = [], "", 0
-    for line in path.read_text(encoding="utf-8").splitlines():
-        heading = re.match(r"### `(.+\.npz)`, (\d+) jobs", line)
-        if heading:
-            trace, jobs = heading.group(1), int(heading.group(2))
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not trace or len(cells) != 6 or not re.fullmatch(r"[\d.]+", cells[0]):
-            continue
-        params = {
-            ("lam" if key == "λ" else key): int(value)
-            for key, value in re.findall(r"(\w+|λ)=(\d+)", cells[2])
-        }
-        slope, name, total, waits = float(cells[0]), cells[1].split()[0], cells[4], cells[5]
-        rows.append((trace, jobs, slope, name, params, float(total), int(waits)))
-    return rows
-
-
-ROWS = reference_rows(TABLE) if TABLE.is_file() else []
-
-
 def test_the_table_has_every_scheme_slope_and_trace() -> None:
     assert len(ROWS) == 108
-    assert {row[3] for row in ROWS} == set(SCHEMES)
-    assert {(row[0], row[2]) for row in ROWS} == {
+    assert {row.scheme for row in ROWS} == set(public.SCHEMES)
+    assert {(row.trace.name, row.slope) for row in ROWS} == {
         (f"lambda-{name}-load000.npz", slope)
         for name in ("tokyo-cnn-w256-r10", "sydney-cnn-w256-r20")
         for slope in (2.2, 0.31)
@@ -72,15 +37,14 @@ def test_the_table_has_every_scheme_slope_and_trace() -> None:
 
 
 @pytest.mark.parametrize(
-    "row", ROWS, ids=[f"{r[0].split('-')[1]}-{r[2]}-{r[3]}-{r[4]}" for r in ROWS]
+    "row", ROWS, ids=[f"{r.trace.name.split('-')[1]}-{r.slope}-{r.scheme}-{r.params}" for r in ROWS]
 )
-def test_wait_all_reproduces_the_public_simulator(row) -> None:
-    trace, jobs, slope, name, params, total, waits = row
-    scheme = SCHEMES[name](256, **params)
-    delay = Trace(str(TABLE.parent / trace), slope=slope, base_load=0.0)
-    result = simulate(scheme, delay, NetworkConfig(mu=1.0, recovery="wait_all"), jobs, seed=0)
-    assert result.total_time == pytest.approx(total, rel=1e-9, abs=0)
-    if name == "uncoded":  # theirs: every round; gclab: the rounds with a straggler
-        assert result.waits <= waits == jobs and result.waits == int((result.late > 0).sum())
+def test_wait_all_reproduces_the_public_simulator(row: public.Row) -> None:
+    network = NetworkConfig(mu=1.0, recovery="wait_all")
+    result = simulate(row.build(), row.delay(), network, row.jobs, seed=0)
+    assert result.total_time == pytest.approx(row.total, rel=1e-9, abs=0)
+    if row.scheme == "uncoded":  # theirs: every round; gclab: the rounds with a straggler
+        assert result.waits <= row.waits == row.jobs
+        assert result.waits == int((result.late > 0).sum())
     else:
-        assert result.waits == waits
+        assert result.waits == row.waits
