@@ -22,9 +22,11 @@ in the simulator, which never calls ``plan``, the first ``receive``/``wanted`` o
 
 Departures from the public simulator (§6 quirks): decodability needs ``≥ n − s``
 (``≥ n − λ`` per D2 group), not ``> n − s``; and a model violation is not hidden by
-"waiting for all" inside the scheme: erasures stay erasures, and the round protocol
+"waiting for all" inside the scheme: erasures stay erasures. The round protocol either
 recovers a due job that cannot decode by waiting for or retransmitting the packets
-``wanted`` names. Two explicit policies make that recovery always possible:
+``wanted`` names (``network.recovery=decodable``), or applies the papers' rule with the
+schemes' straggler models below (``wait_all``: a round that breaks the model waits for
+every packet). Two explicit policies make recovery always possible:
 SR-SGC picks its repeaters among workers that never computed the job first (then
 lowest id), so a job always has ``n − s`` assigned workers; M-SGC lets at most ``λ``
 workers redo D1 in a slot (lowest id first), so every D2 group keeps ``n − λ``

@@ -29,8 +29,8 @@ from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
-from gclab.sim.fast import load_kernels
-from gclab.sim.search import Trial, grid, scheme_option, search
+from gclab.sim.fast import FAMILIES, load_kernels
+from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
@@ -120,10 +120,12 @@ def main(cfg: DictConfig) -> None:
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
         if cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
-            load_kernels()  # start-up: search_seconds times the search alone
+            nodes = searched(cfg)
+            if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):
+                load_kernels()  # start-up: search_seconds times the search alone
             start = time.perf_counter()
             trials = sorted(
-                (t for node in searched(cfg) for t in search(node, scheme.n, *args, settings)),
+                (t for node in nodes for t in search(node, scheme.n, *args, settings)),
                 key=lambda t: t.result.total_time,
             )
             report(trials[0].result, out, trials, time.perf_counter() - start)

@@ -21,7 +21,8 @@ Arguments shared by the kernels:
   setting ``i`` needs a recovery that cannot succeed (the engine then reports it).
 
 Compiled with numba and cached on disk (``cache=True``): the first run in a fresh
-install compiles for several seconds, later runs load the machine code.
+install compiles them (tens of seconds on this project's 2-core machine), later
+runs load the machine code.
 """
 
 from __future__ import annotations
