@@ -93,7 +93,8 @@ def report(
             name: {"params": t.params, "scheme": t.result.scheme, "total_time": t.result.total_time}
             for name, t in best.items()
         }
-        (out / "search.json").write_text(json.dumps([t.record() for t in trials], indent=2))
+        lines = ",\n".join(json.dumps(t.record()) for t in trials)  # one setting a line
+        (out / "search.json").write_text(f"[\n{lines}\n]\n")
         for t in best.values():
             print(
                 f"  {t.result.scheme}  load {t.result.load:.6f}  time {t.result.total_time:10.2f} s"
