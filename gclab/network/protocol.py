@@ -26,6 +26,16 @@ Times are seconds from the start ``t_r`` of round ``r`` (the virtual clock befor
 5. **Late packets.** A packet not delivered by the end of its round is discarded
    when it arrives: its worker is taken to be cancelled and starts round ``r+1`` at
    ``t_{r+1}`` like the others. A later job that needs it gets it retransmitted.
+6. **Rounds that run** (:meth:`RoundProtocol.runs`): a round runs if it serves a job
+   not decoded yet, so a run ends when its last job is decoded.
+
+``network.recovery=wait_all`` is the SGC papers' rule instead of rules 4 and 6: at the
+close the scheme's straggler model (:meth:`~gclab.coding.base.Scheme.straggler_model`)
+judges the erasures, given the rounds before; if it rejects them every packet not
+delivered is pursued as in rule 4 (late ones waited for, lost ones retransmitted) and
+the round ends when all are in. Rule 4 then only runs if the due job still cannot
+decode, and rounds run as the papers' code runs them (:meth:`StragglerModel.runs`).
+The default, ``decodable``, is gclab's own rule.
 
 Engines decode the jobs in :attr:`RoundOutcome.decodable` before the next round. The
 protocol never looks at gradients: ``payload(round, worker)`` supplies the packet to
