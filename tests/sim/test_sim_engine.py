@@ -135,3 +135,15 @@ def test_an_idle_round_between_drain_rounds_is_skipped(tmp_path: Path, recovery:
     assert result.index.tolist() == [0, 1, 2, 3, 5]
     assert result.durations.tolist() == [1.0, 1.0, 1.0, 2.0, 1.0]  # all in at 1; round 3 at 2·1
     assert result.erasures.tolist() == [0, 0, 0, 2, 0]
+
+
+def test_wait_all_runs_every_round_of_m_sgc_as_the_papers_code() -> None:
+    """M-SGC with λ = n has no D2 groups: job t decodes in round t and round J is idle.
+    The decodable rule skips it; the papers' MultiplexedSGC.run charges all J + T."""
+    scheme = MSGC(4, 1, 2, 4)
+    runs = {
+        recovery: simulate(scheme, DelayModel(), NetworkConfig(recovery=recovery), 3, seed=0)
+        for recovery in ("decodable", "wait_all")
+    }
+    assert runs["decodable"].index.tolist() == [0, 1, 2]
+    assert runs["wait_all"].index.tolist() == [0, 1, 2, 3]
