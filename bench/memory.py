@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--actors", type=int, default=4, help="processes hosting the workers")
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3, help="jobs (T drain rounds follow)")
+    parser.add_argument("--rounds", type=int, default=3, help="jobs (up to T rounds follow)")
     parser.add_argument("--quick", action="store_true", help="n=8 in 2 actors, batch 16, 2 jobs")
     args = parser.parse_args()
     if args.quick:
@@ -144,7 +144,7 @@ def main() -> None:
         f"# bound {bound:.2f} GiB; peak Σ PSS {peak.pss_gib:.2f} GiB = "
         f"{peak.pss_gib / bound:.2f}x the bound ({'within' if peak.pss_gib <= bound else 'OVER'}"
         f"); without the baseline {(peak.pss_gib - base.pss_gib) / bound:.2f}x; "
-        f"{len(run.rounds)} rounds (the last T drain rounds compute nothing) in "
+        f"{len(run.rounds)} rounds (none after the last job is decoded) in "
         f"{run.summary['total_wall_time']:.1f} s"
     )
 

@@ -172,6 +172,8 @@ BUILD_CASES = [
      r"network\.policy='first' is invalid: it must be one of deadline, all\."),
     ("unknown-clock", ["network.clock=bogus"],
      r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
+    ("unknown-recovery", ["network.recovery=sometimes"],
+     r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all\."),
     # cluster
     ("port-out-of-range", ["cluster=ray", "cluster.address=127.0.0.1:99999"],
      r"cluster\.address='127\.0\.0\.1:99999' is invalid \(expected host:port with a port in "

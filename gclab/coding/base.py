@@ -121,6 +121,15 @@ class Decoder(ABC):
         is due but not decodable.
         """
 
+    @abstractmethod
+    def serves(self, round: int, jobs: int) -> bool:
+        """Whether ``round``'s packets would carry work for a job ``< jobs`` not decoded yet.
+
+        Engines skip a round that serves no such job (after the last job starts, a round
+        may have nothing left to do) and end the run when every job is decoded. A
+        decoder with dynamic plans freezes the round's plan here, as :meth:`plan` does.
+        """
+
 
 class Scheme(ABC):
     """A gradient-coding scheme: placement, per-round plans, encoder, decoder.
@@ -165,6 +174,16 @@ class Scheme(ABC):
         earlier jobs decoded. For ``T = 0`` a 1-D array of length ``n`` is accepted too.
         """
 
+    def straggler_model(self) -> StragglerModel:
+        """The straggler model the scheme is designed for, checked round by round.
+
+        ``network.recovery=wait_all`` (the SGC papers' rule) closes a round on time only
+        if this model admits the round's erasures, and otherwise waits for every packet.
+        The default applies :meth:`tolerates` to every job whose window holds the round
+        (:class:`WindowModel`); schemes whose model has its own memory override this.
+        """
+        return WindowModel(self)
+
     @abstractmethod
     def encoder(self, worker: int) -> Encoder:
         """A fresh encoder for ``worker``."""
@@ -180,6 +199,65 @@ class Scheme(ABC):
     def _check_workers(self, n: int) -> None:
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise ConfigError(f"cluster.workers={n!r} is invalid: it must be an integer >= 1.")
+
+
+class StragglerModel(ABC):
+    """A scheme's straggler model as the round protocol checks it (``network.recovery=wait_all``).
+
+    Each round the protocol asks :meth:`admits` whether the round's erasures at the
+    close (late or lost packets) fit the model, given the rounds before; then it calls
+    :meth:`settle` with the straggler pattern the round leaves behind: those erasures
+    if admitted, none if the master waited for every packet. One instance serves one run.
+    """
+
+    def __init__(self, scheme: Scheme) -> None:
+        self.scheme = scheme
+
+    @abstractmethod
+    def admits(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        """Whether the erasures ``erased`` (``bool [n]``) of ``round`` fit the model."""
+
+    @abstractmethod
+    def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
+        """Record ``round``'s straggler pattern ``erased`` for the checks of later rounds."""
+
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        """Whether the papers' master runs ``round`` of a run of ``jobs`` jobs.
+
+        By default when it serves a job not decoded yet (:meth:`Decoder.serves`), the
+        rule of ``network.recovery=decodable`` too; a scheme whose published simulator
+        charges other rounds says so here.
+        """
+        return decoder.serves(round, jobs)
+
+
+class WindowModel(StragglerModel):
+    """:meth:`Scheme.tolerates` on the window of every job that the round belongs to.
+
+    Job ``j`` uses rounds ``j .. j+T``; the round's erasures are admitted if, for every
+    such job, the erasures of its rounds so far (later rounds taken as erasure-free)
+    are tolerated. With ``T = 0`` this is :meth:`Scheme.tolerates` of the round alone;
+    for the job due in the round it is the exact predicate of its whole window.
+    """
+
+    def __init__(self, scheme: Scheme) -> None:
+        super().__init__(scheme)
+        self.history: dict[int, np.ndarray] = {}
+
+    def admits(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        T, n = self.scheme.T, self.scheme.n
+        for job in range(max(0, round - T), round + 1):
+            window = np.zeros((T + 1, n), dtype=bool)
+            for q in range(job, round):
+                window[q - job] = self.history.get(q, False)
+            window[round - job] = erased
+            if not self.scheme.tolerates(window):
+                return False
+        return True
+
+    def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
+        self.history[round] = np.array(erased, dtype=bool)
+        self.history.pop(round - self.scheme.T, None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -423,6 +501,9 @@ class LinearDecoder(Decoder):
             return []
         have = self._arrived.get(job, {})
         return [(job, w) for w in range(self.scheme.n) if w not in have]
+
+    def serves(self, round: int, jobs: int) -> bool:
+        return round < jobs and round not in self._decoded
 
 
 #: Stream positions combined per pass (at most): ``packets × chunk`` float64 values stay in cache.

@@ -370,6 +370,11 @@ class StreamDecoder(Decoder):
         weights = np.array([[t[2] for t in terms]])
         return combine([t[1] for t in terms], weights, self.grad_size, total)
 
+    def serves(self, round: int, jobs: int) -> bool:
+        """A packet of ``round`` carries jobs ``round − T .. round`` (the accumulators)."""
+        live = range(max(self.base, round - self.scheme.T), min(round + 1, jobs))
+        return any(job not in self.decoded for job in live)
+
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """Missing round-``job`` packets of the blocks that cannot decode ``job`` yet.
 

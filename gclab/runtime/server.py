@@ -166,7 +166,10 @@ def _loop(
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
     rounds = plan.num_jobs + scheme.T
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
+    done = server.next_job >= plan.num_jobs
     for r in progress:
+        if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
+            continue
         wall_start = time.perf_counter()
         state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy
         tasks = decoder.plan(r)
@@ -208,12 +211,14 @@ def _loop(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults
         )
         postfix = {"loss": f"{record['train_loss']:.3f}"}
-        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):
+        finished = not done and server.next_job >= plan.num_jobs  # the last job is applied
+        done = done or finished
+        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or finished):
             acc, test_loss = server.evaluate(data, normalizer)
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
         progress.set_postfix(postfix)
-        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or r + 1 == rounds):
+        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or finished):
             recorder.checkpoint(r, server, plan.protocol)
     return recorder.summary()
 

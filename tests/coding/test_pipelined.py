@@ -252,3 +252,26 @@ def test_task_plan_is_the_new_job_only() -> None:
     scheme = PipelinedFR(6, 2, 2)
     plan = scheme.decoder().plan(5)
     assert plan[4] == tuple(Task(5, j) for j in (3, 4, 5))
+
+
+def test_straggler_model_is_the_exact_predicate_per_job_window() -> None:
+    """``network.recovery=wait_all``'s model for a pipelined code: every job whose window
+    holds the round must stay decodable, later rounds taken as erasure-free (n = 4,
+    s = 1, T = 1; every pair of rounds)."""
+    scheme = PipelinedCR(4, 1, 1)
+    clean = np.zeros(4, dtype=bool)
+    patterns = [np.array(bits, dtype=bool) for bits in itertools.product([0, 1], repeat=4)]
+    decisions = Counter()
+    for first in patterns:
+        model = scheme.straggler_model()
+        model.settle(0, first, scheme.decoder())
+        for second in patterns:
+            got = model.admits(1, second, scheme.decoder())
+            job0 = scheme.tolerates(np.array([first, second]))
+            job1 = scheme.tolerates(np.array([second, clean]))
+            assert got == (job0 and job1), (first, second)
+            decisions[got] += 1
+    assert decisions[True] > 0 and decisions[False] > 0
+    model = scheme.straggler_model()  # e.g.: a round losing 2 of 4, then one more
+    model.settle(0, np.isin(np.arange(4), [0, 1]), scheme.decoder())
+    assert not model.admits(1, np.isin(np.arange(4), [2]), scheme.decoder())

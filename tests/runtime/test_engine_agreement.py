@@ -3,7 +3,8 @@
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the
 simulator's symbolic decoder and the round protocol must reproduce every round:
-erasures, losses, retransmissions, waits, decoded jobs and durations.
+erasures, losses, retransmissions, waits, decoded jobs and durations, in both
+``network.recovery`` modes, and both engines must skip the same idle rounds.
 """
 
 import numpy as np
@@ -26,8 +27,9 @@ SCHEMES = [
 ]
 
 
+@pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 @pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s[0].split("=")[1])
-def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, scheme):
+def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, scheme, recovery):
     rng = np.random.default_rng(7)
     durations = 1.0 + 4.0 * (rng.random((4, 12)) < 0.2)  # 1 s, sometimes 5 s
     np.savez(tmp_path / "trace.npz", durations=durations, load=0.0)
@@ -35,7 +37,8 @@ def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, schem
         [*TINY, *scheme, "cluster.workers=4", "train.rounds=10", "seed=3",
          "delay=composite", "delay@delay.compute=trace", f"delay.compute.path={tmp_path}/trace.npz",
          "delay.compute.slope=0", "delay@delay.loss=bernoulli", "delay.loss.p=0.2",
-         "network.policy=deadline", "network.mu=1", "network.rto=0.5"]
+         "network.policy=deadline", "network.mu=1", "network.rto=0.5",
+         f"network.recovery={recovery}"]
     )  # fmt: skip
     run(cfg, tmp_path / "run")
     rounds = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "round"]
@@ -57,6 +60,7 @@ def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, schem
     assert sum(r["jobs_decoded"] for r in rounds) == 10  # every job, pipelined ones too
     # and the simulator proper, with compute time 0, sees the same erasure pattern
     sim = simulate(scheme_obj, instantiate(cfg.delay), network, 10, seed=3)
+    assert [r["round"] for r in rounds] == sim.index.tolist()  # the same rounds skipped
     for key in ("erasures", "lost", "late"):
         assert [r[key] for r in rounds] == getattr(sim, key).tolist(), key
     assert sim.lost.sum() > 0 and sim.retransmissions.sum() > 0  # the test exercised loss

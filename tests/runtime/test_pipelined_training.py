@@ -92,7 +92,8 @@ def test_stale_pipeline_decodes_every_job_within_T_under_bursty_loss(ray_session
     )  # fmt: skip
     summary = run(cfg, tmp_path)
     rounds = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
-    assert len(rounds) == 14 and summary["jobs"] == 12
+    assert len(rounds) <= 14 and summary["jobs"] == 12
+    assert rounds[-1]["jobs_decoded"] > 0  # the run ends with its last job: no idle round
     assert sum(r["lost"] for r in rounds) > 0
     assert all(0 <= d <= 2 for r in rounds for d in r["decode_delays"])
     assert summary["decode_delay_max"] <= 2
@@ -107,4 +108,4 @@ def test_stale_pipeline_without_losses_decodes_at_delay_zero_and_is_exact_sgd(
     )  # fmt: skip
     assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
     rounds = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
-    assert [r["decode_delays"] for r in rounds] == [[0]] * JOBS + [[]] * 2
+    assert [r["decode_delays"] for r in rounds] == [[0]] * JOBS  # no drain round: all decoded
