@@ -37,6 +37,10 @@ LOSS_FIELDS = {
 }
 
 
+#: Overrides that never tell curves or categories apart.
+NOT_SERIES = ("seed", "resume")
+
+
 class SweepError(Exception):
     """The path is not a Hydra sweep folder (the message says what it is instead)."""
 
@@ -244,17 +248,18 @@ class Sweep:
         """What tells one curve from another: varying overrides, minus the x axis and seed.
 
         Against the loss rate, every varying override that does not set it; otherwise
-        only the scheme's (the rest become categories, :meth:`category_keys`). ``seed``
-        never does: runs that differ only by seed are one curve (:mod:`gclab.report.groups`).
+        only the scheme's (the rest become categories, :meth:`category_keys`). ``seed`` and
+        ``resume`` never do: runs that differ only by seed are one curve
+        (:mod:`gclab.report.groups`), and a resumed run is the run it continues.
         """
         if self.numeric_loss():
             keys = [k for k in self.varying if not is_loss_key(k)]
         else:
             keys = [k for k in self.varying if k == "scheme" or k.startswith("scheme.")]
-        return [k for k in keys if k != "seed"]
+        return [k for k in keys if k not in NOT_SERIES]
 
     def category_keys(self) -> list[str]:
-        return [k for k in self.varying if k not in self.series_keys() and k != "seed"]
+        return [k for k in self.varying if k not in self.series_keys() and k not in NOT_SERIES]
 
     def series(self, run: Run) -> str:
         """Curve label: the scheme option, then its other distinguishing overrides.

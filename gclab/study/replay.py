@@ -20,6 +20,7 @@ when earlier jobs were applied), nor is an inexact scheme: :func:`not_replayable
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shutil
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 import yaml
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 import gclab.config  # noqa: F401  (registers every schema, so the configs instantiate)
 from gclab.app import config_text
@@ -105,6 +106,18 @@ def _symbolic(round: int, worker: int) -> None:
     return None
 
 
+def evaluated_jobs(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Each evaluation of a metrics.jsonl with the last job applied before it: the weights
+    it evaluated are those after jobs 0..job (jobs apply in order)."""
+    out, applied = [], 0
+    for rec in records:
+        if rec.get("kind") == "round":
+            applied += rec.get("jobs_applied", 0)
+        elif rec.get("kind") == "eval" and applied:
+            out.append((applied - 1, rec))
+    return out
+
+
 def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
     """Why the weights after each job could depend on the delay model; None if they cannot."""
     if not scheme.exact:
@@ -177,17 +190,17 @@ def replay_run(
     round that applies job j in the replay. Train losses are the source's per round
     (round r computes job r in both); wall and decode times are null (nothing ran).
     """
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)  # compose() may return it; it is no part of a run's config
     scheme, protocol = build_protocol(cfg)
     reason = not_replayable(cfg, scheme)
     if reason is not None:
         raise ReplayError(f"the run is not replayable: {reason}.")
     summary, records = _source_records(source, cfg)
+    protocol.delay.check(scheme.n, summary["num_jobs"] + scheme.T)  # as the app checks it
     rounds = [rec for rec in records if rec["kind"] == "round"]
-    evals, applied = [], 0  # (job evaluated after, record)
-    for rec in records:
-        applied += rec.get("jobs_applied", 0)
-        if rec["kind"] == "eval" and applied:
-            evals.append((applied - 1, rec))
+    evals = evaluated_jobs(records)
     compute = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     until = max((job for job, _ in evals), default=-1)
     replay = replay_rounds(scheme, protocol, compute, summary["num_jobs"], until)
