@@ -452,6 +452,7 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     assert float(lossy["ci95_low"]) == pytest.approx(61.0 - half_width([60, 62]))
     fr = rows["classic_fr", "bernoulli", "0.1"]
     assert (fr["runs"], fr["finished"], fr["reached"], fr["pairs"]) == ("3", "2", "2", "2")
+    assert (json.loads(fr["seeds"]), json.loads(fr["times"])) == ([0, 1], [16.0, 17.0])
     ratios = [60 / 16, 62 / 17]  # paired by seed: uncoded's time over classic_fr's
     assert float(fr["speedup_mean"]) == pytest.approx(np.mean(ratios))
     assert float(fr["speedup_ci95_high"]) == pytest.approx(np.mean(ratios) + half_width(ratios))

@@ -99,7 +99,8 @@ class Group:
         return [first_reach(t, a, target) for t, a in map(Run.evaluations, self.finished)]
 
     def seeds(self) -> list[Any]:
-        return [run.config.get("seed") for run in self.runs]
+        """The finished runs' seeds, in the order of :meth:`times_to_target`."""
+        return [run.config.get("seed") for run in self.finished]
 
 
 def _key(run: Run) -> str:
@@ -144,8 +145,7 @@ class TargetRow:
 
 def _by_seed(group: Group, target: float) -> dict[Any, float]:
     times = group.times_to_target(target)
-    seeds = [run.config.get("seed") for run in group.finished]
-    return {seed: t for seed, t in zip(seeds, times) if t is not None}
+    return {seed: t for seed, t in zip(group.seeds(), times) if t is not None}
 
 
 def target_rows(
