@@ -79,6 +79,8 @@ def replay_rounds(
     Mirrors the training loop: decodes every decodable job below ``num_jobs`` (drain
     rounds start jobs that do not exist), applies jobs strictly in order.
     """
+    if until >= num_jobs:
+        raise ValueError(f"job {until} never runs: the run has {num_jobs} jobs.")
     decoder = scheme.decoder()
     replay, next_job, pending = Replay(), 0, set()
     r = 0

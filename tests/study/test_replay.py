@@ -153,6 +153,8 @@ def test_a_source_that_stopped_early_is_extended_until_its_last_evaluated_job_ap
     assert len(replay.rounds) == max(6, replay.applied_at[5] + 1)
     assert replay.extended == len(replay.rounds) - 6
     assert all(step.decoded == [j for j in step.decoded if j < 10] for step in replay.rounds)
+    with pytest.raises(ValueError, match="job 10 never runs"):
+        replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=10)
 
 
 def test_replays_that_would_be_wrong_are_refused(tmp_path):
