@@ -182,7 +182,8 @@ def _read_summary(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (summary, None) if isinstance(summary, dict) else (None, "summary.json is not a dict")
 
 
-def _error_line(path: Path) -> str | None:
+def error_line(path: Path) -> str | None:
+    """The first non-empty line of the job's ``error.txt``, if it wrote one."""
     file = path / "error.txt"
     if not file.is_file():
         return None
@@ -216,7 +217,7 @@ def load_run(sweep: Path, path: Path) -> Run:
         config=_load_yaml(path / ".hydra" / "config.yaml"),
         kind=_kind(path, summary, job.get("name")),
         summary=summary,
-        error=_error_line(path) or problem,
+        error=error_line(path) or problem,
         records=read_records(path / "metrics.jsonl"),
     )
 

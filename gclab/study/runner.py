@@ -25,11 +25,13 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gclab.errors import ConfigError
 from gclab.report import load_sweep, write_report
+from gclab.report.runs import error_line
 from gclab.study.replay import ReplayError, replay_run
 from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
 from gclab.study.verify import Comparison, compare, markdown, write_rows
@@ -50,17 +52,10 @@ class Outcome:
     message: str = ""
 
 
-def _first_error(run_dir: Path) -> str | None:
-    path = run_dir / "error.txt"
-    if not path.is_file():
-        return None
-    return next((line.strip() for line in path.read_text().splitlines() if line.strip()), None)
-
-
 class StudyRunner:
     """Runs a study's units into ``out``, one at a time, and writes ``status.csv``."""
 
-    def __init__(self, spec: StudySpec, out: Path, log=print) -> None:
+    def __init__(self, spec: StudySpec, out: Path, log: Callable[[str], None] = print) -> None:
         self.spec = spec
         self.out = out
         self.runs = out / "runs"
@@ -101,7 +96,7 @@ class StudyRunner:
         seconds = time.monotonic() - start
         if (run_dir / "summary.json").is_file():
             return Outcome(unit.name, kind, "done", seconds, note)
-        reason = _first_error(run_dir) or f"python -m gclab exited with code {code}"
+        reason = error_line(run_dir) or f"python -m gclab exited with code {code}"
         return Outcome(unit.name, kind, "failed", seconds, reason)
 
     # --- replays ---------------------------------------------------------------------------
