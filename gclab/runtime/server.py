@@ -156,7 +156,8 @@ class ParameterServer:
             if scheduler is not None:
                 scheduler.load_state_dict(saved)
         self.next_job = state["next_job"]
-        self._started = dict(state["started"])
+        # checkpoints from before train.stale_lr lack it; they hold no job in flight (T = 0)
+        self._started = dict(state.get("started", {}))
 
     def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
         """Test accuracy and loss, averaged over the models (one model: its own)."""
