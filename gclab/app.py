@@ -73,6 +73,11 @@ def validate_train(train: DictConfig) -> None:
         train.target_accuracy is None or 0 < train.target_accuracy <= 1,
         f"train.target_accuracy={train.target_accuracy} must be in (0, 1] or null.",
     )
+    _check(
+        not train.stop_at_target or (train.target_accuracy is not None and train.eval_every > 0),
+        "train.stop_at_target=true needs a train.target_accuracy and train.eval_every > 0 "
+        f"(got target_accuracy={train.target_accuracy}, eval_every={train.eval_every}).",
+    )
 
 
 def build(cfg: DictConfig):
@@ -134,6 +139,7 @@ def build(cfg: DictConfig):
         batch_size=batch,
         num_jobs=jobs,
         eval_every=cfg.train.eval_every,
+        stop_at_target=cfg.train.stop_at_target,
         checkpoint_every=cfg.train.checkpoint_every,
         seed=cfg.seed,
         cluster=cluster,
@@ -141,6 +147,7 @@ def build(cfg: DictConfig):
         faults=Faults.parse(FaultConfig(**OmegaConf.to_container(cfg.faults)), scheme.n),
         resume=cfg.resume,
         models=scheme.T + 1 if cfg.train.pipeline is Pipeline.interleaved else 1,
+        stale_lr=cfg.train.stale_lr,
     )
     return plan, logger
 
@@ -193,7 +200,10 @@ def run(
     if cfg.resume:
         check_resume(cfg, run_dir, plan.scheme.T)
     run_dir.mkdir(parents=True, exist_ok=True)
-    extra = {"scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n}
+    extra = {
+        "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
+        "num_jobs": plan.num_jobs,
+    }  # fmt: skip
     recorder = RunRecorder(run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg))
     logger.start(
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),

@@ -26,6 +26,7 @@ from gclab.coding.base import Scheme
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
+from gclab.ml.optim import StaleLR, stale_weight
 from gclab.network.protocol import RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.cluster import Cluster
@@ -49,6 +50,7 @@ class TrainingPlan:
     batch_size: int
     num_jobs: int
     eval_every: int
+    stop_at_target: bool  # end at the first evaluation that reaches the target accuracy
     checkpoint_every: int
     seed: int
     cluster: Cluster
@@ -56,6 +58,7 @@ class TrainingPlan:
     faults: Faults
     resume: bool
     models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
+    stale_lr: StaleLR  # weight of a stale gradient
 
 
 class ParameterServer:
@@ -65,6 +68,10 @@ class ParameterServer:
     gradient is up to T steps stale. ``pipeline=interleaved`` trains T+1 models from the
     same initial weights, job t on model t mod (T+1): each model then gets exact
     synchronous SGD on its own jobs (its previous job is due before its next starts).
+
+    A job's *staleness* is the number of updates its model received between the round
+    that computed its gradient (:meth:`start`) and the update that applies it: at most
+    T with ``stale``, always 0 with ``interleaved``. ``stale_lr`` weighs the gradient by it.
     """
 
     def __init__(self, plan: TrainingPlan) -> None:
@@ -81,8 +88,18 @@ class ParameterServer:
             self.schedulers.append(scheduler)
         self.num_params = self.models[0].num_params
         self.batch_size = plan.batch_size
+        self.stale_lr = plan.stale_lr
         self.next_job = 0
         self._pending: dict[int, np.ndarray] = {}
+        self._started: dict[int, int] = {}  # job -> next_job when its round broadcast
+
+    def start(self, job: int) -> None:
+        """Job's gradient is computed on the weights broadcast now: note how fresh they are."""
+        self._started[job] = self.next_job
+
+    def staleness(self, job: int) -> int:
+        """Updates job's model got since its weights were broadcast (job is the next to apply)."""
+        return (job - self._started[job]) // len(self.models)
 
     def state(self) -> np.ndarray:
         """Every model's parameters and buffers, concatenated: one broadcast per round."""
@@ -95,7 +112,9 @@ class ParameterServer:
         while self.next_job in self._pending:
             grad = self._pending.pop(self.next_job)
             i = self.next_job % len(self.models)
-            self.models[i].set_grad(torch.from_numpy(grad / self.batch_size).float())
+            weight = stale_weight(self.stale_lr, self.staleness(self.next_job))
+            del self._started[self.next_job]
+            self.models[i].set_grad(torch.from_numpy(grad * weight / self.batch_size).float())
             self.optimizers[i].step()
             if self.schedulers[i] is not None:
                 self.schedulers[i].step()
@@ -125,6 +144,7 @@ class ParameterServer:
             "optimizers": [o.state_dict() for o in self.optimizers],
             "schedulers": [s.state_dict() if s else None for s in self.schedulers],
             "next_job": self.next_job,
+            "started": dict(self._started),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -136,6 +156,8 @@ class ParameterServer:
             if scheduler is not None:
                 scheduler.load_state_dict(saved)
         self.next_job = state["next_job"]
+        # checkpoints from before train.stale_lr lack it; they hold no job in flight (T = 0)
+        self._started = dict(state.get("started", {}))
 
     def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
         """Test accuracy and loss, averaged over the models (one model: its own)."""
@@ -172,6 +194,8 @@ def _loop(
             continue
         wall_start = time.perf_counter()
         state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy
+        if r < plan.num_jobs:
+            server.start(r)
         tasks = decoder.plan(r)
         calls = pool.submit(r, state_ref, tasks)
         for key in [key for key in packets if key[0] < r - scheme.T]:
@@ -218,8 +242,11 @@ def _loop(
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
         progress.set_postfix(postfix)
-        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or finished):
+        stop = plan.stop_at_target and recorder.time_to_target is not None
+        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or finished or stop):
             recorder.checkpoint(r, server, plan.protocol)
+        if stop:
+            break
     return recorder.summary()
 
 
