@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
-from gclab.cli import run_app
+from gclab.cli import fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from gclab.runtime.server import PoolFactory
 
 log = logging.getLogger("gclab")
+
+#: How the CLI starts the line of a validation failure.
+PREFIX = "gclab: error: "
 
 
 def _check(ok: bool, message: str) -> None:
@@ -217,12 +220,14 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except Exception as exc:
         message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         (run_dir / "error.txt").write_text(message + "\n", encoding="utf-8")
-        if not multirun:
-            raise  # gclab.cli: one line for a ConfigError, else the traceback
-        if isinstance(exc, ConfigError):  # report and let the sweep's other jobs run
-            print(f"gclab: error: {message}", file=sys.stderr)
-        else:
+        if not isinstance(exc, ConfigError):
+            if not multirun:
+                raise  # a bug or the environment: its traceback (exit code 1)
             log.exception("job %s failed", hydra_cfg.job.num)
+        elif not multirun:
+            fail(PREFIX, message)
+        else:  # report and let the sweep's other jobs run
+            print(f"{PREFIX}{message}", file=sys.stderr)
         return None
     log.info("summary: %s", summary)
     return summary.get("test_accuracy")
@@ -230,4 +235,4 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """``python -m gclab``: bad input exits 2 with one line, anything else shows its traceback."""
-    run_app(_hydra_main, "config", "gclab: error: ")
+    run_app(_hydra_main, "config", PREFIX)

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException
@@ -37,13 +37,18 @@ def run_app(app: Callable[[], Any], config_name: str, prefix: str) -> None:
     try:
         with _hydra_reraises():
             app()
-    except ConfigError as exc:
-        _fail(prefix, str(exc))
+    except ConfigError as exc:  # raised before the job (gclab.rundir's checks)
+        fail(prefix, str(exc))
     except (ConfigCompositionException, OmegaConfBaseException) as exc:
-        _fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
+        fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
 
 
-def _fail(prefix: str, message: str) -> None:
+def fail(prefix: str, message: str) -> NoReturn:
+    """Print the one line of a validation failure and exit 2.
+
+    A task function calls it itself for its own ConfigError: raised out of the job,
+    Hydra would print a line of its own before it ("Error executing job ...").
+    """
     print(f"{prefix}{message}", file=sys.stderr)
     sys.exit(2)
 

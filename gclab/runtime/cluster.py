@@ -40,8 +40,9 @@ class Cluster:
     ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
     1 by default, since a second thread mostly spins against the workers on a busy
     machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
-    with 1). ``timeout``: seconds the server waits for the remaining actors once the first one
-    answered; later ones are taken as stuck, restarted, and their packets erased.
+    with 1). ``timeout``: seconds a round may take from its start: actors still busy then
+    are taken as stuck, restarted, and their packets erased; also how long the actors
+    may take to come up (at start-up and after a restart).
     ``address=None`` starts a private local Ray bound to loopback, without the
     dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
@@ -81,8 +82,8 @@ class Cluster:
             raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
             raise ConfigError(
-                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
-                "server waits for the other actors once the first one answered)."
+                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long a "
+                "round may take before the actors still busy are restarted)."
             )
         if address is not None:
             try:

@@ -20,13 +20,16 @@ from omegaconf import DictConfig, OmegaConf
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
 from gclab import CONF_DIR
-from gclab.cli import run_app
+from gclab.cli import fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.search import Trial, grid, search
+
+#: How the CLI starts the line of a validation failure.
+PREFIX = "gclab.sim: "
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
@@ -83,14 +86,14 @@ def _hydra_main(cfg: DictConfig) -> None:
             report(simulate(scheme, *args), out)
     except ConfigError as exc:
         if hydra_cfg.mode.name != "MULTIRUN":
-            raise  # gclab.cli prints the sentence and exits 2
-        print(f"gclab.sim: {exc}", file=sys.stderr)  # the sweep's other jobs go on
+            fail(PREFIX, str(exc))
+        print(f"{PREFIX}{exc}", file=sys.stderr)  # the sweep's other jobs go on
         (out / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
 
 
 def main() -> None:
     """``python -m gclab.sim``: bad input exits 2 with one line, a bug shows its traceback."""
-    run_app(_hydra_main, "sim", "gclab.sim: ")
+    run_app(_hydra_main, "sim", PREFIX)
 
 
 if __name__ == "__main__":

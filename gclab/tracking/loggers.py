@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,7 +111,7 @@ class WandbLogger(Logger):
         if resume and id_file.is_file():
             run_id = id_file.read_text(encoding="utf-8").strip()
         else:
-            run_id = wandb.util.generate_id()
+            run_id = uuid.uuid4().hex[:8]  # W&B ids: up to 64 letters and digits
             id_file.parent.mkdir(parents=True, exist_ok=True)
             id_file.write_text(run_id + "\n", encoding="utf-8")
         self.run = wandb.init(
