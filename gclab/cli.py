@@ -39,7 +39,7 @@ def run_app(app: Callable[[], Any], config_name: str, prefix: str) -> None:
             app()
     except ConfigError as exc:  # raised before the job (gclab.rundir's checks)
         fail(prefix, str(exc))
-    except (ConfigCompositionException, OmegaConfBaseException) as exc:
+    except ConfigCompositionException as exc:  # Hydra's wrapper of every schema error
         fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
 
 

@@ -363,6 +363,7 @@ def test_experiments_compose_for_their_app() -> None:
     assert len(paths) == 4 and all(p.startswith("../shared/traces/lambda-") for p in paths)
 
 
+@pytest.mark.slow
 @pytest.mark.shared
 def test_lambda_traces_experiment_points_at_the_shared_traces() -> None:
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
