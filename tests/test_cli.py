@@ -163,7 +163,7 @@ def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentenc
     assert re.fullmatch(
         r"gclab: error: [34] of the 4 worker actors did not start within cluster\.timeout=10 s: "
         r"they ask for 4 CPUs \(cluster\.actors=4 x cluster\.worker_cpus=1\) while the Ray "
-        r"cluster had 1 of its 1 CPUs free; lower cluster\.worker_cpus/worker_gpus or "
+        r"cluster had 1 of its 1 CPU free; lower cluster\.worker_cpus/worker_gpus or "
         r"cluster\.actors, or add nodes\.",
         line,
     ), line

@@ -231,8 +231,8 @@ def shortfall(
     for unit, key, each in asked:
         have, of = free.get(unit, 0.0), total.get(unit, 0.0)
         needs.append(
-            f"{actors * each:g} {unit}s (cluster.actors={actors} x cluster.{key}={each:g}) "
-            f"while the Ray cluster had {have:g} of its {of:g} {unit}s free"
+            f"{_count(actors * each, unit)} (cluster.actors={actors} x cluster.{key}={each:g}) "
+            f"while the Ray cluster had {have:g} of its {_count(of, unit)} free"
         )
         fits &= actors * each <= have
     advice = (
@@ -244,6 +244,10 @@ def shortfall(
         f"{actors - started} of the {actors} worker actors did not start within "
         f"cluster.timeout={timeout:g} s: they ask for {' and '.join(needs)}; {advice}."
     )
+
+
+def _count(amount: float, unit: str) -> str:
+    return f"{amount:g} {unit}" + ("" if amount == 1 else "s")
 
 
 class PendingRound:

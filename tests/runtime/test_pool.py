@@ -18,10 +18,10 @@ def test_actors_that_do_not_fit_name_what_they_ask_for_and_what_to_change() -> N
 
 def test_gpus_are_counted_and_actors_that_fit_were_only_slow() -> None:
     sentence = shortfall(2, 0, 0.5, 1.0, {"CPU": 8.0, "GPU": 1.0}, {"CPU": 8.0, "GPU": 1.0}, 5.0)
-    assert "1 CPUs (cluster.actors=2 x cluster.worker_cpus=0.5) while" in sentence
+    assert "for 1 CPU (cluster.actors=2 x cluster.worker_cpus=0.5) while" in sentence
     assert (
-        "and 2 GPUs (cluster.actors=2 x cluster.worker_gpus=1) while the Ray cluster had 1 of"
-        in sentence
+        "and 2 GPUs (cluster.actors=2 x cluster.worker_gpus=1) while the Ray cluster had 1 "
+        "of its 1 GPU free" in sentence
     )
     assert sentence.endswith("or add nodes.")
     fits = shortfall(2, 1, 0.5, 0.0, {"CPU": 8.0}, {"CPU": 8.0}, 5.0)
