@@ -146,7 +146,10 @@ def test_cluster_ray_joins_a_real_head_node(tmp_path):
 
 @pytest.mark.slow
 def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentence(tmp_path):
-    """4 workers of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline."""
+    """4 workers of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline.
+
+    They do not fit in what the cluster has free, so the deadline is cluster.timeout.
+    """
     with ray_head(num_cpus=1) as (port, auth):
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -161,7 +164,7 @@ def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentenc
     assert proc.returncode == 2, proc.stderr[-3000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"gclab: error: [34] of the 4 worker actors did not start within cluster\.timeout=10 s: "
+        r"gclab: error: [34] of the 4 worker actors did not start within 10 s: "
         r"they ask for 4 CPUs \(cluster\.actors=4 x cluster\.worker_cpus=1\) while the Ray "
         r"cluster had 1 of its 1 CPU free; lower cluster\.worker_cpus/worker_gpus or "
         r"cluster\.actors, or add nodes\.",

@@ -42,7 +42,7 @@ class Cluster:
     machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
     with 1). ``timeout``: seconds a round may take from its start: actors still busy then
     are taken as stuck, restarted, and their packets erased; also how long the actors
-    may take to come up (at start-up and after a restart).
+    may take to come up (at least a minute when they fit: :mod:`gclab.runtime.pool`).
     ``address=None`` starts a private local Ray bound to loopback, without the
     dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one

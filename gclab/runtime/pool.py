@@ -13,9 +13,11 @@ A stateful encoder (T > 0) restarts empty, so the packets of its first T rounds 
 a restart mix fewer jobs than the decoder expects: they are failed too, and cannot be
 recomputed. The server never decodes from a packet it cannot vouch for.
 
-Start-up has the same deadline: actors that Ray cannot place, or that do not come up
-within ``cluster.timeout``, end the run before its first round with one sentence that
-compares what they ask for with what the cluster had free.
+Start-up has a deadline too, and ends the run before its first round with one sentence
+that compares what the actors ask for with what the cluster had free. Actors that do not
+fit in the free resources get ``cluster.timeout`` seconds (others may free some); actors
+that fit get at least :data:`STARTUP_SECONDS` to come up (a process that imports torch
+takes seconds, tens of them on a loaded machine), as does an actor Ray restarts.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ log = logging.getLogger(__name__)
 
 #: Errors of a call to an actor that died or is being restarted.
 ACTOR_ERRORS = (RayActorError, ActorUnavailableError)
+
+#: Seconds an actor that fits in the cluster may take to come up, when cluster.timeout
+#: is shorter (at start-up and after a restart).
+STARTUP_SECONDS = 60.0
 
 
 class Round(Protocol):
@@ -92,6 +98,7 @@ class WorkerPool:
         self.groups = groups
         self.shard_refs = shard_refs  # the driver owns the shards: restarted actors re-fetch
         self.timeout = timeout
+        self.startup = max(timeout, STARTUP_SECONDS)
         free, total = ray.available_resources(), ray.cluster_resources()
         self.hosts = start_hosts(spec, groups, shard_refs, cpus, gpus, name)
         self._await_start(free, total, cpus, gpus)
@@ -105,14 +112,16 @@ class WorkerPool:
         self.restarting: set[int] = set()
 
     def _await_start(self, free: dict, total: dict, cpus: float, gpus: float) -> None:
-        """Wait ``timeout`` seconds for every actor; else stop them and say what is short."""
+        """Wait for every actor (see the module docstring); else stop them and say why."""
         calls = [h.ready.remote() for h in self.hosts]
-        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=self.timeout)
+        fits = all(len(calls) * each <= free.get(unit, 0.0) for unit, each in _asks(cpus, gpus))
+        limit = self.startup if fits else self.timeout
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=limit)
         if len(ready) == len(calls):
             ray.get(ready)  # an actor whose __init__ raised reports it here
             return
         self.close()
-        raise ConfigError(shortfall(len(calls), len(ready), cpus, gpus, free, total, self.timeout))
+        raise ConfigError(shortfall(len(calls), len(ready), cpus, gpus, free, total, limit))
 
     def broadcast(self, state: np.ndarray) -> ray.ObjectRef:
         """One copy of the weights in the object store, read by every actor."""
@@ -129,7 +138,7 @@ class WorkerPool:
         Without this, calls sent while Ray is still restarting an actor fail at once and
         one failure would erase several rounds. The wait is wall time, not virtual time.
         """
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.startup
         for i in sorted(self.restarting):
             while True:  # calls fail fast while Ray is still restarting the actor
                 try:
@@ -154,7 +163,7 @@ class WorkerPool:
     def refetch(self, r: int, w: int, state_ref: ray.ObjectRef, tasks: Plan) -> np.ndarray:
         """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet).
 
-        The actor gets ``timeout`` seconds to come back after a restart, and the call
+        The actor gets ``startup`` seconds to come back after a restart, and the call
         ``timeout`` seconds more.
         """
         if self.T or self.unusable_until[w] > r:
@@ -223,27 +232,33 @@ def shortfall(
     gpus: float,
     free: dict[str, float],
     total: dict[str, float],
-    timeout: float,
+    waited: float,
 ) -> str:
-    """The sentence for actors that did not start: what they ask for, what was free."""
-    asked = [("CPU", "worker_cpus", cpus)] + ([("GPU", "worker_gpus", gpus)] if gpus else [])
+    """The sentence for actors that did not start within ``waited`` seconds."""
     needs, fits = [], True
-    for unit, key, each in asked:
+    for unit, each in _asks(cpus, gpus):
         have, of = free.get(unit, 0.0), total.get(unit, 0.0)
+        key = f"worker_{unit.lower()}s"
         needs.append(
             f"{_count(actors * each, unit)} (cluster.actors={actors} x cluster.{key}={each:g}) "
             f"while the Ray cluster had {have:g} of its {_count(of, unit)} free"
         )
         fits &= actors * each <= have
     advice = (
-        "they fit, so they were slow to start: raise cluster.timeout"
+        "they fit, so they were slow to start (or no single node has room for one): "
+        "raise cluster.timeout"
         if fits
         else "lower cluster.worker_cpus/worker_gpus or cluster.actors, or add nodes"
     )
     return (
-        f"{actors - started} of the {actors} worker actors did not start within "
-        f"cluster.timeout={timeout:g} s: they ask for {' and '.join(needs)}; {advice}."
+        f"{actors - started} of the {actors} worker actors did not start within {waited:g} s: "
+        f"they ask for {' and '.join(needs)}; {advice}."
     )
+
+
+def _asks(cpus: float, gpus: float) -> list[tuple[str, float]]:
+    """``(resource, amount per actor)`` of what an actor asks Ray for."""
+    return [("CPU", cpus)] + ([("GPU", gpus)] if gpus else [])
 
 
 def _count(amount: float, unit: str) -> str:
