@@ -163,8 +163,8 @@ class WorkerPool:
     def refetch(self, r: int, w: int, state_ref: ray.ObjectRef, tasks: Plan) -> np.ndarray:
         """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet).
 
-        The actor gets ``startup`` seconds to come back after a restart, and the call
-        ``timeout`` seconds more.
+        The actor gets ``startup`` seconds to come back after a restart, and the call as
+        long again: the first call of a new process pays its warm-up too.
         """
         if self.T or self.unusable_until[w] > r:
             raise RecoveryError(
@@ -172,7 +172,7 @@ class WorkerPool:
                 f"actor and cannot be recomputed (a T={self.T} encoder's state is gone)."
             )
         i = self.host_of[w]
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.startup
         while True:
             self._await_restarts()
             try:
@@ -183,7 +183,7 @@ class WorkerPool:
                 if isinstance(exc, GetTimeoutError) or time.monotonic() >= deadline:
                     raise RecoveryError(
                         f"round {r}: worker {w} could not recompute its packet within "
-                        f"cluster.timeout={self.timeout:g} s ({type(exc).__name__})."
+                        f"{self.startup:g} s ({type(exc).__name__})."
                     ) from exc
                 self.restarting.add(i)  # still restarting: wait for it and call again
         if not _finite(report.packet):
