@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
-from gclab.cli import fail, run_app
+from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
@@ -35,8 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gclab")
 
-#: How the CLI starts the line of a validation failure.
-PREFIX = "gclab: error: "
+PREFIX = PREFIXES["config"]
 
 
 def _check(ok: bool, message: str) -> None:
@@ -235,4 +234,4 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """``python -m gclab``: bad input exits 2 with one line, anything else shows its traceback."""
-    run_app(_hydra_main, "config", PREFIX)
+    run_app(_hydra_main, "config")

@@ -22,6 +22,9 @@ from omegaconf.errors import OmegaConfBaseException
 from gclab import CONF_DIR
 from gclab.errors import ConfigError
 
+#: How each app's line for a validation failure starts (by primary config).
+PREFIXES = {"config": "gclab: error: ", "sim": "gclab.sim: "}
+
 #: Primary config of each app -> (its command, what it runs).
 APPS = {
     "config": ("python -m gclab", "the training app"),
@@ -32,12 +35,13 @@ APPS = {
 NOISE = ("full_key:", "reference_type=", "object_type=")
 
 
-def run_app(app: Callable[[], Any], config_name: str, prefix: str) -> None:
+def run_app(app: Callable[[], Any], config_name: str) -> None:
     """Run the ``@hydra.main`` function ``app``; validation failures exit 2 with one line."""
+    prefix = PREFIXES[config_name]
     try:
         with _hydra_reraises():
             app()
-    except ConfigError as exc:  # raised before the job (gclab.rundir's checks)
+    except ConfigError as exc:
         fail(prefix, str(exc))
     except ConfigCompositionException as exc:  # Hydra's wrapper of every schema error
         fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
@@ -47,7 +51,8 @@ def fail(prefix: str, message: str) -> NoReturn:
     """Print the one line of a validation failure and exit 2.
 
     A task function calls it itself for its own ConfigError: raised out of the job,
-    Hydra would print a line of its own before it ("Error executing job ...").
+    Hydra would print a line of its own before it ("Error executing job ..."). So does a
+    Hydra callback: Hydra turns what a callback raises into a warning and goes on.
     """
     print(f"{prefix}{message}", file=sys.stderr)
     sys.exit(2)

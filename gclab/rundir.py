@@ -10,8 +10,8 @@ callback called once the config is composed and before anything touches the dire
   for byte as it was.
 * An accepted resume stores its segment's Hydra record in ``.hydra-resume-<k>/`` beside
   the original ``.hydra/``, which stays the run's first record.
-* A fresh run refuses a directory that already holds a run (its metrics.jsonl or
-  checkpoint.pt), and a sweep a sweep directory that holds any.
+* A fresh run refuses a directory that already holds a run (a checkpoint.pt, or a
+  metrics.jsonl with records), and a sweep a sweep directory that holds any.
 
 :func:`check_run_dir` is the same check for callers of :func:`gclab.app.run`.
 """
@@ -26,11 +26,20 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from gclab.cli import PREFIXES, fail
 from gclab.errors import ConfigError
 from gclab.tracking.artifacts import load_checkpoint
 
-#: Files whose presence means a directory holds a run.
+#: Files that make a directory hold a run, when they are not empty.
 RECORDS = ("metrics.jsonl", "checkpoint.pt")
+
+
+def _held(run_dir: Path) -> list[str]:
+    """The records in ``run_dir`` (a run that stopped before its first round has none)."""
+    return [
+        name for name in RECORDS if (run_dir / name).is_file() and (run_dir / name).stat().st_size
+    ]
+
 
 #: Keys a resumed run may change: they do not change what is trained.
 FREE_KEYS = ("resume", "logger", "faults", "hydra")
@@ -47,7 +56,7 @@ def check_run_dir(cfg: DictConfig, run_dir: Path) -> None:
     if cfg.resume:
         check_resume(cfg, run_dir)
         return
-    held = [name for name in RECORDS if (run_dir / name).exists()]
+    held = _held(run_dir)
     if held:
         resumable = (
             "continue it with resume=true"
@@ -124,17 +133,35 @@ class RunDirGuard(Callback):
     """Hydra callback (``hydra.callbacks`` in ``gclab/conf/config.yaml``) guarding the record.
 
     Hydra calls it with the composed config before it creates or writes the run
-    directory: a refusal here (a :class:`ConfigError`) leaves the directory untouched.
+    directory, so a refusal here leaves the directory untouched. Hydra turns an
+    exception raised in a callback into a warning and goes on, so a refusal ends the
+    process here: the :class:`ConfigError`'s line and exit code 2 (:func:`gclab.cli.fail`).
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self.check_run(config)
+        except ConfigError as exc:
+            fail(PREFIXES["config"], str(exc))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self.check_sweep(config)
+        except ConfigError as exc:
+            fail(PREFIXES["config"], str(exc))
+
+    @staticmethod
+    def check_run(config: DictConfig) -> None:
+        """Refuse a run that would overwrite a record; give a resumed segment its own."""
         HydraConfig.instance().set_config(config)  # lets hydra.run.dir use ${hydra:...}
         run_dir = Path(config.hydra.run.dir)
         check_run_dir(config, run_dir)
         if config.resume:
             config.hydra.output_subdir = segment_subdir(run_dir)
 
-    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+    @staticmethod
+    def check_sweep(config: DictConfig) -> None:
+        """Refuse ``resume`` in a sweep, and a sweep directory that holds runs."""
         overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
         swept = {str(key) for key in (config.hydra.sweeper.get("params") or {})}
         if config.resume or "resume" in swept or any(o.key_or_group == "resume" for o in overrides):
@@ -143,12 +170,10 @@ class RunDirGuard(Callback):
                 "with hydra.run.dir=<its directory> and its overrides."
             )
         sweep_dir = Path(config.hydra.sweep.dir)
-        held = sorted({str(p.parent) for name in RECORDS for p in sweep_dir.rglob(name)})
+        held = sorted({p.parent for name in RECORDS for p in sweep_dir.rglob(name)})
+        held = [str(run) for run in held if _held(run)]
         if held:
             raise ConfigError(
-                f"hydra.sweep.dir={sweep_dir} already holds runs ({held[0]} and "
-                f"{len(held) - 1} more); choose another directory."
-                if len(held) > 1
-                else f"hydra.sweep.dir={sweep_dir} already holds a run ({held[0]}); choose "
-                "another directory."
+                f"hydra.sweep.dir={sweep_dir} already holds {len(held)} run(s), e.g. "
+                f"{held[0]}; choose another directory."
             )

@@ -35,35 +35,37 @@ def hydra_config(overrides: list[str], run_dir: Path):
         return compose("config", [*overrides, f"hydra.run.dir={run_dir}"], return_hydra_config=True)
 
 
-def test_guard_refuses_a_used_directory_before_touching_it(tmp_path: Path) -> None:
-    guard = RunDirGuard()
+def test_guard_refuses_a_used_directory_before_touching_it(tmp_path: Path, capsys) -> None:
     fresh = hydra_config(TINY, tmp_path / "new")
-    guard.on_run_start(fresh)
+    RunDirGuard.check_run(fresh)
     assert fresh.hydra.output_subdir == ".hydra" and not (tmp_path / "new").exists()
     (tmp_path / "used").mkdir()
-    (tmp_path / "used" / "metrics.jsonl").write_text("")
+    (tmp_path / "used" / "metrics.jsonl").write_text("")  # a run that stopped before round 0
+    RunDirGuard.check_run(hydra_config(TINY, tmp_path / "used"))
+    (tmp_path / "used" / "metrics.jsonl").write_text('{"kind": "round", "round": 0}\n')
     with pytest.raises(ConfigError, match=r"already holds a run \(metrics\.jsonl\); it has no"):
-        guard.on_run_start(hydra_config(TINY, tmp_path / "used"))
-    with pytest.raises(ConfigError, match=r"resume=true but .*checkpoint\.pt does not exist"):
-        guard.on_run_start(hydra_config([*TINY, "resume=true"], tmp_path / "used"))
+        RunDirGuard.check_run(hydra_config(TINY, tmp_path / "used"))
+    with pytest.raises(SystemExit) as info:  # Hydra swallows a callback's exceptions
+        RunDirGuard().on_run_start(hydra_config([*TINY, "resume=true"], tmp_path / "used"))
+    assert info.value.code == 2
+    assert capsys.readouterr().err.startswith("gclab: error: resume=true but ")
     assert [p.name for p in (tmp_path / "used").iterdir()] == ["metrics.jsonl"]
 
 
 def test_a_sweep_cannot_resume_nor_reuse_a_sweep_directory(tmp_path: Path) -> None:
-    guard = RunDirGuard()
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         sweep = compose(
             "config", [*TINY, "resume=true", f"hydra.sweep.dir={tmp_path}"],
             return_hydra_config=True,
         )  # fmt: skip
     with pytest.raises(ConfigError, match="resume=true continues one run, not a sweep"):
-        guard.on_multirun_start(sweep)
+        RunDirGuard.check_sweep(sweep)
     (tmp_path / "3").mkdir(parents=True)
-    (tmp_path / "3" / "checkpoint.pt").write_bytes(b"")
+    (tmp_path / "3" / "checkpoint.pt").write_bytes(b"x")
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         again = compose("config", [*TINY, f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
-    with pytest.raises(ConfigError, match=r"hydra\.sweep\.dir=.* already holds a run"):
-        guard.on_multirun_start(again)
+    with pytest.raises(ConfigError, match=r"hydra\.sweep\.dir=.* already holds 1 run\(s\)"):
+        RunDirGuard.check_sweep(again)
 
 
 def test_each_resumed_segment_gets_its_own_record(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
 from gclab import CONF_DIR
-from gclab.cli import fail, run_app
+from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
@@ -28,8 +28,7 @@ from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.search import Trial, grid, search
 
-#: How the CLI starts the line of a validation failure.
-PREFIX = "gclab.sim: "
+PREFIX = PREFIXES["sim"]
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
@@ -93,7 +92,7 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 def main() -> None:
     """``python -m gclab.sim``: bad input exits 2 with one line, a bug shows its traceback."""
-    run_app(_hydra_main, "sim", PREFIX)
+    run_app(_hydra_main, "sim")
 
 
 if __name__ == "__main__":

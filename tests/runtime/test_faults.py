@@ -113,7 +113,11 @@ def test_worker_actors_killed_from_outside_are_restarted_and_the_run_stays_exact
         actor = ray.get_actor(hosts[-1])
         try:
             pids.add(ray.get(actor.ready.remote(), timeout=30))  # alive again after a kill
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.ActorUnavailableError,
+            ray.exceptions.GetTimeoutError,
+        ):
             continue  # still restarting
         ray.kill(actor, no_restart=False)
     thread.join(timeout=600)
