@@ -18,13 +18,16 @@ callback called once the config is composed and before anything touches the dire
 
 from __future__ import annotations
 
+import sys
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from gclab.cli import PREFIXES, fail
 from gclab.errors import ConfigError
@@ -134,21 +137,16 @@ class RunDirGuard(Callback):
 
     Hydra calls it with the composed config before it creates or writes the run
     directory, so a refusal here leaves the directory untouched. Hydra turns an
-    exception raised in a callback into a warning and goes on, so a refusal ends the
-    process here: the :class:`ConfigError`'s line and exit code 2 (:func:`gclab.cli.fail`).
+    exception raised in a callback into a warning and runs the job anyway, so the
+    process ends here: a refusal with the :class:`ConfigError`'s line and exit code 2
+    (:func:`gclab.cli.fail`), anything else (a bug) with its traceback and exit code 1.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
-            self.check_run(config)
-        except ConfigError as exc:
-            fail(PREFIXES["config"], str(exc))
+        _ending_on_error(self.check_run, config)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        try:
-            self.check_sweep(config)
-        except ConfigError as exc:
-            fail(PREFIXES["config"], str(exc))
+        _ending_on_error(self.check_sweep, config)
 
     @staticmethod
     def check_run(config: DictConfig) -> None:
@@ -157,7 +155,8 @@ class RunDirGuard(Callback):
         run_dir = Path(config.hydra.run.dir)
         check_run_dir(config, run_dir)
         if config.resume:
-            config.hydra.output_subdir = segment_subdir(run_dir)
+            with read_write(config.hydra):
+                config.hydra.output_subdir = segment_subdir(run_dir)
 
     @staticmethod
     def check_sweep(config: DictConfig) -> None:
@@ -177,3 +176,13 @@ class RunDirGuard(Callback):
                 f"hydra.sweep.dir={sweep_dir} already holds {len(held)} run(s), e.g. "
                 f"{held[0]}; choose another directory."
             )
+
+
+def _ending_on_error(check: Callable[[DictConfig], None], config: DictConfig) -> None:
+    try:
+        check(config)
+    except ConfigError as exc:
+        fail(PREFIXES["config"], str(exc))
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from gclab import CONF_DIR
 from gclab.app import run
@@ -23,7 +24,7 @@ from gclab.errors import ConfigError
 from gclab.rundir import RunDirGuard, segment_subdir
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from gclab.tracking.loggers import ID_FILE
-from helpers.config import TINY
+from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
 from helpers.training import assert_same_weights
 from helpers.wandb_records import read_run
@@ -72,6 +73,11 @@ def test_each_resumed_segment_gets_its_own_record(tmp_path: Path) -> None:
     assert segment_subdir(tmp_path) == ".hydra-resume-1"
     (tmp_path / ".hydra-resume-1").mkdir()
     assert segment_subdir(tmp_path) == ".hydra-resume-2"
+    run(compose_config(TINY), tmp_path, start_pool=in_process)
+    resumed = hydra_config([*TINY, "resume=true"], tmp_path)
+    OmegaConf.set_readonly(resumed.hydra, True)  # as Hydra hands it to callbacks
+    RunDirGuard().on_run_start(resumed)
+    assert resumed.hydra.output_subdir == ".hydra-resume-2"
 
 
 def digests(root: Path) -> dict[str, str]:
