@@ -36,11 +36,8 @@ class Logger:
     def log(self, record: dict[str, Any], step: int) -> None:
         """Log one metrics record (a round or an evaluation) as the run's ``step``-th record."""
 
-    def finish(
-        self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False, step: int = 0
-    ) -> None:
-        """Close the run with its summary and decode latencies (at ``step``, after the last
-        record); called even on failure."""
+    def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
+        """Close the run with its summary and decode latencies; called even on failure."""
 
 
 @register("logger", "none")
@@ -137,15 +134,13 @@ class WandbLogger(Logger):
         if self.run is not None:
             self.run.log(record, step=step)
 
-    def finish(
-        self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False, step: int = 0
-    ) -> None:
+    def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
         if self.run is None:
             return
         import wandb
 
-        if decode_ms:
-            self.run.log({"decode_ms_histogram": wandb.Histogram(decode_ms)}, step=step)
+        if decode_ms:  # in the summary: a history row would take a step a resumed run needs
+            self.run.summary["decode_ms_histogram"] = wandb.Histogram(decode_ms)
         for key, value in summary.items():
             self.run.summary[key] = value
         self.run.finish(exit_code=1 if failed else 0)

@@ -223,7 +223,7 @@ class RunRecorder:
         self.metrics.close()
         if not (self.run_dir / "checkpoint.pt").is_file():
             self._send()
-        self.logger.finish(summary or {}, self.decode_ms, failed=failed, step=self.step)
+        self.logger.finish(summary or {}, self.decode_ms, failed=failed)
 
 
 def _plain(value: Any) -> Any:

@@ -35,8 +35,8 @@ def test_offline_run_file_holds_config_metrics_histogram_and_summary(tmp_path):
         r["test_accuracy"] for r in local if r["kind"] == "eval"
     ]
     assert all("virtual_time" in h and "wall_time" in h for h in rounds)
-    histogram = [h for h in logged["history"] if "decode_ms_histogram._type" in h]
-    assert len(histogram) == 1 and histogram[0]["decode_ms_histogram._type"] == "histogram"
+    assert logged["summary"]["decode_ms_histogram"]["_type"] == "histogram"
+    assert not any("decode_ms_histogram" in h for h in logged["history"])
     for key in ("test_accuracy", "total_virtual_time", "decode_ms_mean", "decode_ms_p95",
                 "waits", "retransmissions", "time_to_target"):  # fmt: skip
         assert key in logged["summary"], key
