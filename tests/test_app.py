@@ -85,6 +85,7 @@ def test_bad_values_raise_one_clear_sentence_before_ray(override, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_build_does_not_start_ray():
     """In a fresh process (the test session shares one Ray), building a run leaves Ray off."""
     script = (

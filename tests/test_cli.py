@@ -1,33 +1,79 @@
-"""``python -m gclab`` end to end, as a user runs it (subprocesses, real Ray, offline W&B)."""
+"""``python -m gclab`` end to end, as a user runs it (subprocesses, real Ray, offline W&B),
+and what the command line prints when a run fails (:mod:`gclab.cli`)."""
 
 import json
 import os
-import secrets
+import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
 
+from gclab import CONF_DIR
+from gclab.cli import one_line, other_app
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY
-from helpers.net import free_port
+from helpers.net import free_port, ray_head
 
-pytestmark = pytest.mark.slow
+REPO = CONF_DIR.parents[1]
+
+
+def composition_error(overrides: list[str]) -> ConfigCompositionException:
+    with (
+        pytest.raises(ConfigCompositionException) as info,
+        initialize_config_dir(str(CONF_DIR), version_base="1.3"),
+    ):
+        compose("config", overrides=overrides)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (["train.lrr=0.1"], "Could not override 'train.lrr': Key 'lrr' not in 'TrainConfig'. "
+         "To append to your config use +train.lrr=0.1."),
+        (["train.batch_size=lots"], "Error merging override train.batch_size=lots: Value 'lots' "
+         "of type 'str' could not be converted to Integer."),
+        (["scheme=nope"], "In 'config': Could not find 'scheme/nope'. Available options in "
+         "'scheme': cce_cr, cce_fr, classic_cr, classic_fr, ignore_stragglers, m_sgc, "
+         "pipelined_cr, pipelined_fr, sr_sgc, uncoded."),
+    ],
+    ids=["misspelt-key", "wrong-type", "unknown-option"],
+)  # fmt: skip
+def test_schema_errors_read_as_one_line(overrides: list[str], line: str) -> None:
+    assert one_line(composition_error(overrides)) == line
+
+
+def test_an_experiment_of_one_app_is_refused_by_the_other_in_one_sentence() -> None:
+    composition_error(["experiment=lambda_traces"])  # what the sentence replaces
+    assert other_app("config", ["train.rounds=3", "experiment=lambda_traces"]) == (
+        "experiment=lambda_traces belongs to the simulator "
+        "(gclab/conf/experiment/lambda_traces.yaml): run it with python -m gclab.sim "
+        "experiment=lambda_traces."
+    )
+    assert other_app("sim", ["experiment=smoke"]).endswith(
+        "run it with python -m gclab experiment=smoke."
+    )
+    assert other_app("config", ["experiment=smoke"]) is None  # its own app: not the problem
+    assert other_app("config", ["-m", "experiment=smoke,packet_loss_sweep"]) is None
+    assert other_app("config", ["train.lrr=1"]) is None
 
 
 def gclab(
-    *args: str, cwd=None, timeout: float = 240, env: dict | None = None
+    *args: str, cwd=None, timeout: float = 240, env: dict | None = None, module: str = "gclab"
 ) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "gclab", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_writes_metrics_summary_checkpoint_and_offline_wandb(tmp_path):
     out = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("logger")]
@@ -52,6 +98,7 @@ def test_run_writes_metrics_summary_checkpoint_and_offline_wandb(tmp_path):
     assert (out / ".hydra" / "config.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_short_synthetic_run_learns_well_above_chance(tmp_path):
     proc = gclab(
         "data=synthetic", "data.train_size=2048", "data.test_size=512", "model.width=16",
@@ -63,6 +110,7 @@ def test_short_synthetic_run_learns_well_above_chance(tmp_path):
     assert summary["test_accuracy"] > 0.5  # chance is 0.1
 
 
+@pytest.mark.slow
 def test_bad_value_exits_with_one_sentence_before_ray(tmp_path):
     proc = gclab(*TINY, "cluster.workers=0", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
@@ -71,6 +119,7 @@ def test_bad_value_exits_with_one_sentence_before_ray(tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_help_lists_the_config_groups():
     proc = gclab("--help", timeout=60)
     assert proc.returncode == 0
@@ -78,16 +127,9 @@ def test_help_lists_the_config_groups():
         assert f"{group}:" in proc.stdout or f"{group}/" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cluster_ray_joins_a_real_head_node(tmp_path):
-    port = free_port()
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: unix socket paths max ~107 chars
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
-    head = subprocess.Popen(
-        ["ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **auth},
-    )  # fmt: skip
-    try:
+    with ray_head(num_cpus=2) as (port, auth):
         deadline = time.time() + 60
         proc = None
         while time.time() < deadline:
@@ -100,12 +142,41 @@ def test_cluster_ray_joins_a_real_head_node(tmp_path):
             time.sleep(2)  # the head may still be starting
         assert proc is not None and proc.returncode == 0, proc.stderr[-3000:]
         assert (tmp_path / "run" / "summary.json").is_file()
-    finally:
-        head.terminate()
-        head.wait(timeout=60)
-        shutil.rmtree(temp, ignore_errors=True)
 
 
+@pytest.mark.slow
+def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentence(tmp_path):
+    """4 workers of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline.
+
+    They do not fit in what the cluster has free, so the deadline is cluster.timeout.
+    """
+    with ray_head(num_cpus=1) as (port, auth):
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            start = time.monotonic()
+            proc = gclab(
+                *TINY, "cluster=ray", f"cluster.address=127.0.0.1:{port}", "cluster.workers=4",
+                "cluster.timeout=10", f"hydra.run.dir={tmp_path}", env=auth,
+            )  # fmt: skip
+            if "no Ray cluster answered" not in proc.stderr:
+                break
+            time.sleep(2)  # the head may still be starting
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"gclab: error: [34] of the 4 worker actors did not start within 10 s: "
+        r"they ask for 4 CPUs \(cluster\.actors=4 x cluster\.worker_cpus=1\) while the Ray "
+        r"cluster had 1 of its 1 CPU free; lower cluster\.worker_cpus/worker_gpus or "
+        r"cluster\.actors, or add nodes\.",
+        line,
+    ), line
+    assert "Traceback" not in proc.stderr
+    metrics = tmp_path / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # no round ran
+    assert time.monotonic() - start < 120  # the deadline, not a wait for resources
+
+
+@pytest.mark.slow
 def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):
     start = time.time()
     proc = gclab(
@@ -117,6 +188,7 @@ def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):
     assert time.time() - start < 90
 
 
+@pytest.mark.slow
 def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     proc = gclab(
         "-m", *TINY, "train.rounds=2", "cluster.workers=2,0", f"hydra.sweep.dir={tmp_path}",
@@ -127,3 +199,66 @@ def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     assert json.loads((good / "summary.json").read_text())["jobs"] == 2
     assert "cluster.workers=0 is invalid" in (bad / "error.txt").read_text()
     assert not (bad / "summary.json").exists() and not (good / "error.txt").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("module", "target", "args"),
+    [
+        ("gclab", "gclab.ml.models.SmallCNN", [*TINY]),
+        ("gclab.sim", "gclab.network.bernoulli.Bernoulli", ["delay=bernoulli", "sim.jobs=3"]),
+    ],
+)
+def test_a_bug_shows_its_traceback_and_exits_1(tmp_path, module, target, args):
+    """A constructor that fails with an error that is not a ConfigError is a bug, not bad input."""
+    owner, name = target.rsplit(".", 1)
+    script = (
+        f"import runpy, sys; import {owner} as m\n"
+        "def broken(*args, **kwargs): raise ZeroDivisionError('injected bug')\n"
+        f"m.{name}.__init__ = broken\n"
+        f"sys.argv = ['{module}', *sys.argv[1:]]\n"
+        f"runpy.run_module('{module}', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args, f"hydra.run.dir={tmp_path}"],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" in proc.stderr and "ZeroDivisionError: injected bug" in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert not any(line.startswith(("gclab: error:", "gclab.sim:")) for line in lines)
+
+
+@pytest.mark.slow
+def test_a_built_wheel_runs_both_apps_from_any_directory(tmp_path):
+    """The configs ship inside the package: no source tree needed, only the wheel."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.cfg", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "gclab", src / "gclab", ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist"]
+    subprocess.run(build, check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("gclab-*.whl")
+    target = tmp_path / "site"
+    subprocess.run(
+        [*pip, "install", "--target", target, "--no-deps", wheel],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}  # dependencies from site-packages
+    where = subprocess.run(
+        [sys.executable, "-c", "import gclab; print(gclab.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(target))  # the wheel's copy, not the source tree
+    job = gclab("--cfg", "job", cwd=elsewhere, env=env, timeout=120)
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert "scheme:" in job.stdout and "train:" in job.stdout
+    sim = gclab("sim.jobs=5", f"hydra.run.dir={tmp_path / 'sim'}", cwd=elsewhere, env=env,
+                module="gclab.sim", timeout=120)  # fmt: skip
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    assert json.loads((tmp_path / "sim" / "summary.json").read_text())["jobs"] == 5

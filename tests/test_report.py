@@ -376,8 +376,17 @@ def test_experiments_compose_for_their_app() -> None:
     assert traces.network.policy == "deadline" and traces.scheme.s is not None
     paths = [p.strip() for p in traces.hydra.sweeper.params["delay.path"].split(",")]
     assert len(paths) == 4 and all(p.startswith("../shared/traces/lambda-") for p in paths)
-    if (REPO.parent / "shared" / "traces").is_dir():  # relative to the repository root
-        assert all((REPO / path).is_file() for path in paths), paths
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_lambda_traces_experiment_points_at_the_shared_traces() -> None:
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        traces = compose("sim", ["experiment=lambda_traces"], return_hydra_config=True)
+    paths = [p.strip() for p in traces.hydra.sweeper.params["delay.path"].split(",")]
+    if not (REPO.parent / "shared" / "traces").is_dir():
+        pytest.skip("the shared traces are absent")
+    assert all((REPO / path).is_file() for path in paths), paths  # relative to the repo root
 
 
 # --- studies: runs grouped over seeds ------------------------------------------------------

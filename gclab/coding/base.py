@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -58,11 +58,25 @@ Plan = tuple[tuple[Task, ...], ...]
 
 
 class Encoder(ABC):
-    """Worker-side encoder; may keep state across rounds (buffers, kept packets)."""
+    """Worker-side encoder; may keep state across rounds (running sums of earlier jobs)."""
 
     @abstractmethod
     def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
         """Turn this round's partial gradients (one per planned task) into one packet."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the encoder carries from round to round, as numpy arrays and plain values.
+
+        A checkpoint stores it between rounds, and :meth:`load_state_dict` on a fresh
+        encoder of the same worker then encodes the next rounds exactly as this one
+        would (a resumed run). Stateless encoders keep the default: nothing.
+        """
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (from :meth:`state_dict` of an encoder of this worker)."""
+        for name, value in state.items():
+            setattr(self, name, value)
 
 
 class Decoder(ABC):
@@ -73,6 +87,10 @@ class Decoder(ABC):
     this mode, the runtime the real one, so both see the same decodability.
     """
 
+    #: Attributes that carry state from round to round: everything :meth:`state_dict`
+    #: saves. Caches that are rebuilt on demand stay out.
+    STATE: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, scheme: Scheme, grad_size: int | None) -> None:
         self.scheme = scheme
         self.grad_size = grad_size
@@ -80,6 +98,22 @@ class Decoder(ABC):
     @property
     def symbolic(self) -> bool:
         return self.grad_size is None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The decoder's state between rounds (:attr:`STATE`): packets it keeps, jobs it
+        decoded or is still waiting for, plans it froze; numpy arrays and plain values.
+
+        A checkpoint stores it after a round; :meth:`load_state_dict` on a fresh decoder
+        of the same scheme then continues exactly where this one stopped (a resumed run
+        of a scheme with T > 0 needs the packets of jobs not decoded yet). The values are
+        the decoder's own objects, not copies: save them before the next round.
+        """
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (:meth:`state_dict` of a decoder of the same scheme)."""
+        for name in self.STATE:
+            setattr(self, name, state[name])
 
     @abstractmethod
     def plan(self, round: int) -> Plan:
@@ -440,6 +474,8 @@ def as_streams(vector: np.ndarray, m: int, pairs: bool = False) -> np.ndarray:
 
 class LinearDecoder(Decoder):
     """Decoder of a :class:`LinearScheme`: job r is decoded from round r's packets."""
+
+    STATE = ("_arrived", "_decoded")
 
     def __init__(self, scheme: LinearScheme, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)

@@ -195,6 +195,8 @@ class AdaptiveDecoder(Decoder):
     :meth:`record` (what a delivered packet brings) and :meth:`tasks` (plan → tasks).
     """
 
+    STATE = ("frozen", "plans", "packets", "decoded", "base")
+
     def __init__(self, scheme: AdaptiveScheme, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
         self.scheme: AdaptiveScheme = scheme
@@ -333,6 +335,8 @@ class SRSGC(AdaptiveScheme):
 
 class SRSGCDecoder(AdaptiveDecoder):
     """Plan of round ``r``: each worker's job (``r``, or ``r − B`` for the repeaters)."""
+
+    STATE = (*AdaptiveDecoder.STATE, "results")
 
     def __init__(self, scheme: SRSGC, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
@@ -503,6 +507,8 @@ class MSGCDecoder(AdaptiveDecoder):
     Arrays rather than dicts because the simulator's parameter search runs over a
     thousand settings at n = 256: whole rounds are planned and recorded at once.
     """
+
+    STATE = (*AdaptiveDecoder.STATE, "d1", "d2")
 
     def __init__(self, scheme: MSGC, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)

@@ -158,6 +158,24 @@ class RoundProtocol:
         self._ready: set[int] = set()
         self._model: StragglerModel | None = None  # recovery=wait_all, built at the first round
 
+    def state_dict(self) -> dict:
+        """The clock, the counters and the jobs known decodable before they are due.
+
+        Everything else is a pure function of the seed and the round, so a resumed run
+        that loads this after round ``r`` sees the rounds after it as the uninterrupted
+        run does.
+        """
+        return {
+            "clock": self.clock,
+            "waits": self.waits,
+            "retransmissions": self.retransmissions,
+            "ready": sorted(self._ready),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.clock, self.waits = state["clock"], state["waits"]
+        self.retransmissions, self._ready = state["retransmissions"], set(state["ready"])
+
     def run_round(
         self,
         round: int,

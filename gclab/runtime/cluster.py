@@ -49,8 +49,9 @@ class Cluster:
     ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
     1 by default, since a second thread mostly spins against the workers on a busy
     machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
-    with 1). ``timeout``: seconds the server waits for the remaining actors once the first one
-    answered; later ones are taken as stuck, restarted, and their packets erased.
+    with 1). ``timeout``: seconds a round may take from its start: actors still busy then
+    are taken as stuck, restarted, and their packets erased; also how long the actors
+    may take to come up (at least a minute when they fit: :mod:`gclab.runtime.pool`).
     ``address=None`` starts a private local Ray bound to loopback, without the
     dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
@@ -91,8 +92,8 @@ class Cluster:
             raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
             raise ConfigError(
-                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
-                "server waits for the other actors once the first one answered)."
+                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long a "
+                "round may take before the actors still busy are restarted)."
             )
         if address is not None:
             try:
@@ -108,15 +109,18 @@ class Cluster:
         self.dashboard = dashboard
         self.server_threads = server_threads
 
-    def groups(self, one_per_worker: bool = False) -> list[list[int]]:
+    def groups(self, one_per_worker: bool = False, cpus: float | None = None) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible.
 
-        Call it once Ray runs (:meth:`connect`): the default packing reads the cluster's
-        CPUs. ``one_per_worker`` (the wall clock) makes the default one actor per worker.
+        The default packing is one actor per ``threads_per_actor`` of ``cpus`` (by default
+        the CPUs of the Ray cluster: call it once Ray runs, :meth:`connect`).
+        ``one_per_worker`` (the wall clock) makes the default one actor per worker.
         """
         actors = self.actors
-        if actors is None:
-            actors = self.workers if one_per_worker else self.default_actors(_ray_cpus())
+        if actors is None and one_per_worker:
+            actors = self.workers
+        elif actors is None:
+            actors = self.default_actors(_ray_cpus() if cpus is None else cpus)
         size, extra = divmod(self.workers, actors)
         bounds = [a * size + min(a, extra) for a in range(actors + 1)]
         return [list(range(bounds[a], bounds[a + 1])) for a in range(actors)]

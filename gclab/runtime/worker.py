@@ -56,18 +56,27 @@ class WorkerReport:
     model: int | None  # which model those buffers belong to
 
 
+#: One data shard: its images and labels.
+Shard = tuple[torch.Tensor, torch.Tensor]
+
+
 class WorkerHost:
-    """A Ray actor process hosting logical workers ``workers`` (see :func:`start_hosts`)."""
+    """Hosts logical workers ``workers`` with the data ``shards`` their placement names.
+
+    In a run it is a Ray actor process (:class:`RayWorkerHost`, see :func:`start_hosts`);
+    the class itself needs no Ray, so tests can run the same code in one process.
+    """
 
     def __init__(
-        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
+        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, Shard]
     ) -> None:
         torch.set_num_threads(spec.threads)
         self.spec = spec
         self.workers = list(workers)
         self.flat = FlatModel(instantiate(spec.model))
-        local = dict(zip(shards, ray.get(list(shards.values()))))
-        self.batches = BatchMaker(local, spec.plan, Normalizer(spec.mean, spec.std), spec.augment)
+        self.batches = BatchMaker(
+            dict(shards), spec.plan, Normalizer(spec.mean, spec.std), spec.augment
+        )
         self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
@@ -121,6 +130,29 @@ class WorkerHost:
         """The actor's process id, once ``__init__`` is done (restarts change it)."""
         return os.getpid()
 
+    def encoder_states(self) -> dict[int, dict]:
+        """Each hosted worker's encoder state (a checkpoint stores it between rounds)."""
+        return {w: encoder.state_dict() for w, encoder in self.encoders.items()}
+
+    def load_encoder_states(self, states: Mapping[int, Mapping]) -> None:
+        """Continue every hosted worker's encoder from ``states`` (a resumed run)."""
+        for w in self.workers:
+            self.encoders[w].load_state_dict(states[w])
+
+
+class RayWorkerHost(WorkerHost):
+    """The actor: fetches its shards from the object store first (again after a restart)."""
+
+    def __init__(
+        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
+    ) -> None:
+        super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
+
+
+def host_shards(scheme: Scheme, workers: Sequence[int]) -> list[int]:
+    """The shards an actor hosting ``workers`` needs: those their placement names."""
+    return sorted({j for w in workers for j in scheme.placement[w]})
+
 
 def start_hosts(
     spec: WorkerSpec,
@@ -132,13 +164,15 @@ def start_hosts(
 ) -> list:
     """Start one named actor per group of logical workers, each with only its shards.
 
-    Ray restarts a dead actor (``max_restarts``) by running ``__init__`` again: it
-    fetches its shards from the object store and starts with fresh encoders.
+    Returns at once: the caller waits, with a deadline, for the actors to come up
+    (:class:`gclab.runtime.pool.WorkerPool`). Ray restarts a dead actor
+    (``max_restarts``) by running ``__init__`` again: it fetches its shards from the
+    object store and starts with fresh encoders.
     """
-    actor_cls = ray.remote(WorkerHost)
+    actor_cls = ray.remote(RayWorkerHost)
     hosts = []
     for i, group in enumerate(groups):
-        needed = sorted({j for w in group for j in spec.scheme.placement[w]})
+        needed = host_shards(spec.scheme, group)
         actor = actor_cls.options(
             name=f"{name}-host{i}",
             num_cpus=cpus,
@@ -147,7 +181,6 @@ def start_hosts(
             max_task_retries=0,
         )
         hosts.append(actor.remote(spec, list(group), {j: shard_refs[j] for j in needed}))
-    ray.get([h.ready.remote() for h in hosts])
     return hosts
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
 from gclab import CONF_DIR
+from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
@@ -31,6 +31,8 @@ from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.fast import FAMILIES, load_kernels
 from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
+
+PREFIX = PREFIXES["sim"]
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
@@ -65,16 +67,6 @@ def searched(cfg: DictConfig) -> list[DictConfig]:
             "the configured scheme."
         )
     return [scheme_option(name) for name in cfg.sim.schemes]
-
-
-def reason(exc: Exception) -> str:
-    """The one sentence to show: the innermost ConfigError if any, else the error itself."""
-    inner: BaseException | None = exc
-    while inner is not None:
-        if isinstance(inner, ConfigError):
-            return str(inner)
-        inner = inner.__cause__
-    return str(exc).splitlines()[0]
 
 
 def report(
@@ -112,8 +104,8 @@ def report(
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="sim")
-def main(cfg: DictConfig) -> None:
-    """Hydra entry point. In a sweep, a job with a bad value is recorded and skipped."""
+def _hydra_main(cfg: DictConfig) -> None:
+    """Hydra's task function. In a sweep, a job with a bad value is recorded and skipped."""
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
     try:
@@ -132,12 +124,16 @@ def main(cfg: DictConfig) -> None:
             report(trials[0].result, out, trials, time.perf_counter() - start)
         else:
             report(simulate(scheme, *args), out)
-    except (ConfigError, InstantiationException, TypeError) as exc:
-        print(f"gclab.sim: {reason(exc)}", file=sys.stderr)
-        if hydra_cfg.mode.name == "MULTIRUN":  # the sweep's other jobs go on
-            (out / "error.txt").write_text(reason(exc) + "\n", encoding="utf-8")
-            return
-        sys.exit(2)
+    except ConfigError as exc:
+        if hydra_cfg.mode.name != "MULTIRUN":
+            fail(PREFIX, str(exc))
+        print(f"{PREFIX}{exc}", file=sys.stderr)  # the sweep's other jobs go on
+        (out / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
+
+
+def main() -> None:
+    """``python -m gclab.sim``: bad input exits 2 with one line, a bug shows its traceback."""
+    run_app(_hydra_main, "sim")
 
 
 if __name__ == "__main__":

@@ -216,7 +216,9 @@ def replay_run(
         "num_jobs": summary["num_jobs"], "replayed_from": str(source),
         "extended_rounds": replay.extended,
     }  # fmt: skip
-    recorder = RunRecorder(dest, Logger(), cfg.train.target_accuracy, extra, config_text(cfg))
+    recorder = RunRecorder(
+        dest, Logger(), cfg.train.target_accuracy, extra, config_text(cfg), checkpointed=False
+    )
     by_round: dict[int, list[dict[str, Any]]] = {}
     for job, rec in evals:
         by_round.setdefault(replay.applied_at[job], []).append(rec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections import Counter
 
@@ -192,19 +193,20 @@ def test_wanted_is_round_job_and_recovery_finishes_any_pattern() -> None:
     assert wanted == [(0, w) for w in range(5)]
 
 
-def test_encoder_memory_is_bounded_and_keeps_packets_for_retransmission() -> None:
+def test_encoder_holds_T_plus_1_accumulators_and_resumes_from_its_state() -> None:
     scheme = PipelinedCR(6, 2, 2)
-    encoder = scheme.encoder(3)
+    encoder, resumed = scheme.encoder(3), None
     grads = job_partials(scheme, 10, 4, seed=3)
-    sent = []
     for r in range(10):
         tasks = scheme.decoder().plan(r)[3]
-        sent.append(encoder.encode(r, {t: grads[t.job, t.part] for t in tasks}))
-        assert len(encoder.acc) == scheme.T + 1 and len(encoder.sent) <= scheme.T + 1
-    for r in range(7, 10):
-        assert encoder.resend(r) is sent[r]
-    with pytest.raises(KeyError):
-        encoder.resend(6)
+        partials = {t: grads[t.job, t.part] for t in tasks}
+        packet = encoder.encode(r, partials)
+        assert len(encoder.acc) == scheme.T + 1  # nothing else is kept
+        if resumed is not None:
+            assert np.array_equal(resumed.encode(r, partials), packet)
+        if r == 4:  # a fresh encoder continues from the saved state, packet for packet
+            resumed = scheme.encoder(3)
+            resumed.load_state_dict(copy.deepcopy(encoder.state_dict()))
 
 
 def test_lag_coefficients_follow_placement_and_decode_symbolically() -> None:

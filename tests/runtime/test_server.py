@@ -8,6 +8,7 @@ from gclab.app import build, run
 from gclab.runtime.server import ParameterServer
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 
 PIPELINED = [*TINY, "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", "train.momentum=0"]
 
@@ -69,12 +70,12 @@ def test_checkpoint_keeps_the_staleness_of_jobs_in_flight():
     assert restored.next_job == 1 and restored.staleness(1) == 1
 
 
-def test_run_stops_at_the_first_evaluation_that_reaches_the_target(ray_session, tmp_path):
+def test_run_stops_at_the_first_evaluation_that_reaches_the_target(tmp_path):
     cfg = compose_config(
         [*TINY, "train.rounds=40", "train.eval_every=2", "train.target_accuracy=0.2",
          "train.stop_at_target=true"]
     )  # fmt: skip
-    summary = run(cfg, tmp_path)
+    summary = run(cfg, tmp_path, start_pool=in_process)
     records = read_metrics(tmp_path / "metrics.jsonl")
     evals = [r for r in records if r["kind"] == "eval"]
     assert [e["test_accuracy"] >= 0.2 for e in evals] == [False] * (len(evals) - 1) + [True]

@@ -19,6 +19,7 @@ from gclab.ml.reference import train_stale
 from gclab.study.replay import build_protocol, replay_rounds
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 from helpers.training import assert_same_weights, reference_weights, trained_weights
 
 JOBS = 12
@@ -70,12 +71,12 @@ def staleness(decoded: list[list[int]]) -> list[int]:
     ],
     ids=["cr-bernoulli", "fr-bursts", "cr-bursts-scaled", "fr-bernoulli-scaled"],
 )
-def test_stale_pipeline_equals_the_stale_reference(ray_session, tmp_path, scheme, loss, rule):
+def test_stale_pipeline_equals_the_stale_reference(tmp_path, scheme, loss, rule):
     cfg = compose_config(
         [*TINY, f"scheme={scheme}", "scheme.s=1", "scheme.T=2", "cluster.workers=4",
          f"train.rounds={JOBS}", *loss, "network.policy=all", f"train.stale_lr={rule}"]
     )  # fmt: skip
-    got = trained_weights(cfg, tmp_path)
+    got = trained_weights(cfg, tmp_path, in_process)
     decoded = decoded_per_round(tmp_path)
     assert sorted(j for jobs in decoded for j in jobs) == list(range(JOBS))
 

@@ -21,7 +21,8 @@ TABLE = SHARED / "traces" / "PUBLIC_SIMULATOR.md"
 ROWS = public.rows(TABLE) if TABLE.is_file() else []
 
 pytestmark = [
-    pytest.mark.traces,
+    pytest.mark.slow,
+    pytest.mark.shared,
     pytest.mark.skipif(not TABLE.is_file(), reason=f"shared reference table {TABLE} is absent"),
 ]
 

@@ -48,11 +48,32 @@ def test_uncoded_replay_of_a_tiny_trace_is_the_column_maximum(tmp_path: Path, po
         np.testing.assert_array_equal(result.waited, np.tile(late, 3)[:12])
 
 
+def lambda_shaped_trace(tmp_path: Path, rounds: int = 20) -> Path:
+    """A trace in the shared Lambda files' format: 256 workers, seconds, recording metadata."""
+    rng = np.random.default_rng(4)
+    stragglers = 20.0 * (rng.random((256, rounds)) < 0.01)
+    durations = 1.0 + rng.exponential(0.3, (256, rounds)) + stragglers
+    path = tmp_path / "lambda-test-cnn-w256-r20-load000.npz"
+    np.savez(path, durations=durations, load=0.0, batch=256, region="test", model="cnn")
+    return path
+
+
+def test_uncoded_replay_of_a_lambda_shaped_trace(tmp_path: Path) -> None:
+    check_uncoded_replay(lambda_shaped_trace(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.shared
 @pytest.mark.parametrize("name", ["sydney-cnn-w256-r20", "tokyo-cnn-w256-r10"])
 def test_uncoded_replay_of_the_shared_traces(name: str) -> None:
     path = TRACES / f"lambda-{name}-load000.npz"
     if not path.is_file():
         pytest.skip(f"shared trace {path} is absent")
+    check_uncoded_replay(path)
+
+
+def check_uncoded_replay(path: Path) -> None:
+    """Uncoded, policy all: every round is its slowest worker plus L·slope; no wrap-around."""
     durations = np.load(path, allow_pickle=False)["durations"]
     rounds = durations.shape[1]
     trace = Trace(str(path), slope=2.2, beyond="error")

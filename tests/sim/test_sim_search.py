@@ -76,10 +76,6 @@ def test_search_refuses_a_scheme_without_a_grid() -> None:
         grid(cfg, 8)
 
 
-@pytest.mark.skipif(
-    not (CONF_DIR / "scheme" / "classic_fr.yaml").is_file(),
-    reason="scheme classic_fr not present yet",
-)
 def test_search_over_classic_fr() -> None:
     from hydra import compose, initialize_config_dir
 

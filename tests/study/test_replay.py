@@ -19,6 +19,7 @@ from gclab.app import run
 from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 
 BASE = [*TINY, "cluster.workers=4", "train.rounds=10", "train.eval_every=2", "network.policy=all"]
 CLASSIC = ["scheme=classic_cr", "scheme.s=1"]
@@ -36,7 +37,7 @@ def train(overrides: list[str], run_dir: Path) -> dict:
     cfg = compose_config(overrides)
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
-    return run(cfg, run_dir)
+    return run(cfg, run_dir, start_pool=in_process)
 
 
 def replay_into(source: Path, overrides: list[str], dest: Path) -> dict:
@@ -50,7 +51,7 @@ def replay_into(source: Path, overrides: list[str], dest: Path) -> dict:
     "overrides", [[*CLASSIC, *LOSSY], [*INTERLEAVED, *BURSTS]], ids=["classic_cr", "interleaved"]
 )
 def test_replaying_a_lossy_run_on_its_own_compute_times_gives_its_virtual_times(
-    ray_session, tmp_path, overrides
+    tmp_path, overrides
 ):
     """Round for round the replay is the run. An evaluation lands where its state was first
     reached: in the round that applied its last job (T = 0: the evaluation's own round;
@@ -81,9 +82,7 @@ def test_replaying_a_lossy_run_on_its_own_compute_times_gives_its_virtual_times(
     assert replayed["extended_rounds"] == 0 and replayed["replayed_from"] == str(tmp_path / "real")
 
 
-def test_a_lossy_run_of_an_exact_scheme_has_the_accuracy_per_job_of_the_lossless_one(
-    ray_session, tmp_path
-):
+def test_a_lossy_run_of_an_exact_scheme_has_the_accuracy_per_job_of_the_lossless_one(tmp_path):
     train([*BASE, *CLASSIC], tmp_path / "lossless")
     train([*BASE, *CLASSIC, *LOSSY], tmp_path / "lossy")
     lossless, lossy = records(tmp_path / "lossless", "eval"), records(tmp_path / "lossy", "eval")
