@@ -146,7 +146,7 @@ def test_cluster_ray_joins_a_real_head_node(tmp_path):
 
 @pytest.mark.slow
 def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentence(tmp_path):
-    """4 workers of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline.
+    """4 actors of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline.
 
     They do not fit in what the cluster has free, so the deadline is cluster.timeout.
     """
@@ -156,7 +156,7 @@ def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentenc
             start = time.monotonic()
             proc = gclab(
                 *TINY, "cluster=ray", f"cluster.address=127.0.0.1:{port}", "cluster.workers=4",
-                "cluster.timeout=10", f"hydra.run.dir={tmp_path}", env=auth,
+                "cluster.actors=4", "cluster.timeout=10", f"hydra.run.dir={tmp_path}", env=auth,
             )  # fmt: skip
             if "no Ray cluster answered" not in proc.stderr:
                 break
