@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gclab.coding import params
@@ -22,14 +20,6 @@ from gclab.coding.base import LinearScheme
 from gclab.coding.evaluation import NODE_FAMILIES, EvaluationScheme
 from gclab.coding.fractional import FractionalScheme
 from gclab.errors import ConfigError
-from gclab.schemas import register
-
-
-@register("scheme", "ignore_stragglers")
-@dataclass
-class IgnoreStragglersConfig:
-    _target_: str = "gclab.coding.classic.IgnoreStragglers"
-    s: int = 1
 
 
 class IgnoreStragglers(LinearScheme):
@@ -57,13 +47,6 @@ class IgnoreStragglers(LinearScheme):
         return weights
 
 
-@register("scheme", "classic_fr")
-@dataclass
-class ClassicFRConfig:
-    _target_: str = "gclab.coding.classic.ClassicFR"
-    s: int = 1
-
-
 class ClassicFR(FractionalScheme):
     """Fractional repetition: decodes whenever every group of ``s + 1`` has a survivor."""
 
@@ -72,15 +55,6 @@ class ClassicFR(FractionalScheme):
     def __init__(self, n: int, s: int = 1) -> None:
         self._check_workers(n)
         self._init_groups(n, params.fr_stragglers(n, s), 1)
-
-
-@register("scheme", "classic_cr")
-@dataclass
-class ClassicCRConfig:
-    _target_: str = "gclab.coding.classic.ClassicCR"
-    s: int = 1
-    construction: str = "rotation"
-    seed: int = 0
 
 
 #: ``classic_cr`` constructions: evaluation nodes (:data:`NODE_FAMILIES`) or Tandon's H.

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from math import ceil
 
 import numpy as np
@@ -57,7 +56,6 @@ from gclab.coding.base import (
 )
 from gclab.coding.classic import ClassicCR
 from gclab.errors import DecodeError
-from gclab.schemas import register
 
 
 def bursty_model(erasures: np.ndarray, B: int, W: int, lam: int) -> bool:
@@ -289,15 +287,6 @@ class _GroupWeights:
 # ---------------------------------------------------------------------------------------
 
 
-@register("scheme", "sr_sgc")
-@dataclass
-class SRSGCConfig:
-    _target_: str = "gclab.coding.sgc.SRSGC"
-    B: int = 1
-    W: int = 2
-    lam: int = 2
-
-
 class SRSGC(AdaptiveScheme):
     """Selective-repeat SGC: GC(s) per job, ``v − s`` repeats ``B`` rounds later."""
 
@@ -410,14 +399,6 @@ class SRSGCDecoder(AdaptiveDecoder):
 # ---------------------------------------------------------------------------------------
 # M-SGC
 # ---------------------------------------------------------------------------------------
-
-
-@register("scheme", "m_sgc")
-@dataclass
-class MSGCConfig(SRSGCConfig):
-    """Same ``(B, W, λ)`` keys and defaults as SR-SGC."""
-
-    _target_: str = "gclab.coding.sgc.MSGC"
 
 
 D1, D2, NONE = 0, 1, -1  # mini-task kinds: (D1, chunk), (D2, group), or nothing

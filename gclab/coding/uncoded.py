@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gclab.coding.base import LinearScheme
-from gclab.schemas import register
-
-
-@register("scheme", "uncoded")
-@dataclass
-class UncodedConfig:
-    _target_: str = "gclab.coding.uncoded.Uncoded"
 
 
 class Uncoded(LinearScheme):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hydra.core.config_store import ConfigStore
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
@@ -108,7 +109,8 @@ def scheme_option(name: str) -> DictConfig:
         )
     node = OmegaConf.load(path)
     node.pop("defaults", None)
-    return node
+    schema = ConfigStore.instance().load(f"schema/scheme/{name}.yaml").node
+    return OmegaConf.merge(schema, node)
 
 
 def grid(scheme: DictConfig, n: int, recovery: str = "decodable") -> list[Params]:
