@@ -249,6 +249,16 @@ class Scheme(ABC):
         earlier jobs decoded. For ``T = 0`` a 1-D array of length ``n`` is accepted too.
         """
 
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]] | None:
+        """The parameter settings ``sim.search=true`` tries for ``n`` workers, or ``None``.
+
+        Each setting is a dict of constructor keywords (``n`` aside). ``recovery`` is
+        ``network.recovery``: a grid may drop settings whose runs that rule makes
+        identical. ``None`` (the default): the scheme has nothing to search.
+        """
+        return None
+
     def straggler_model(self) -> StragglerModel:
         """The straggler model the scheme is designed for, checked round by round.
 

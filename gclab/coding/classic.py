@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gclab.coding import params
@@ -38,6 +40,10 @@ class IgnoreStragglers(LinearScheme):
         self._check_workers(n)
         self._init_linear(n, params.stragglers(n, s), np.eye(n))
 
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return every_s(n)
+
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         used = self.n - self.s
         if len(survivors) < used:
@@ -55,6 +61,11 @@ class ClassicFR(FractionalScheme):
     def __init__(self, n: int, s: int = 1) -> None:
         self._check_workers(n)
         self._init_groups(n, params.fr_stragglers(n, s), 1)
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        """Every ``s`` in ``1..n−1`` with ``(s+1) | n`` (FR needs it)."""
+        return [p for p in every_s(n) if n % (p["s"] + 1) == 0]
 
 
 #: ``classic_cr`` constructions: evaluation nodes (:data:`NODE_FAMILIES`) or Tandon's H.
@@ -87,6 +98,10 @@ class ClassicCR(EvaluationScheme):
         else:
             self._init_evaluation(n, s, 1, construction)
 
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return every_s(n)
+
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         if self.construction == "tandon":
             return LinearScheme.decoding_weights(self, survivors)
@@ -94,6 +109,11 @@ class ClassicCR(EvaluationScheme):
 
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, s={self.s}, {self.construction})"
+
+
+def every_s(n: int) -> list[dict[str, Any]]:
+    """The search grid of the cyclic codes: every ``s`` in ``1..n−1``."""
+    return [{"s": s} for s in range(1, n)]
 
 
 def random_h(n: int, s: int, seed: int) -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from gclab.coding.base import LinearScheme
@@ -16,6 +18,10 @@ class Uncoded(LinearScheme):
     def __init__(self, n: int) -> None:
         self._check_workers(n)
         self._init_linear(n, 0, np.eye(n))
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return [{}]  # nothing to choose
 
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         if len(survivors) < self.n:
