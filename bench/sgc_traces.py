@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-import gclab.coding  # noqa: F401  (registers the scheme schemas)
+import gclab.schemas  # noqa: F401  (registers the scheme schemas)
 from gclab import CONF_DIR
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace, load_trace

@@ -5,35 +5,11 @@ from __future__ import annotations
 import math
 import os
 import socket
-from dataclasses import dataclass
 
 import ray
 
 from gclab.errors import ConfigError
 from gclab.runtime.timing import ComputeTime
-from gclab.schemas import register
-
-
-@register("cluster", "local")
-@dataclass
-class LocalClusterConfig:
-    _target_: str = "gclab.runtime.cluster.Cluster"
-    workers: int = 4
-    actors: int | None = None
-    worker_cpus: float = 0.5
-    worker_gpus: float = 0.0
-    threads_per_actor: int = 1
-    compute_time: str = "auto"
-    server_threads: int = 1
-    timeout: float = 120.0
-    dashboard: bool = False
-    address: str | None = None
-
-
-@register("cluster", "ray")
-@dataclass
-class RayClusterConfig(LocalClusterConfig):
-    address: str | None = "auto"
 
 
 class Cluster:

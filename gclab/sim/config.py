@@ -12,6 +12,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import gclab.schemas  # noqa: F401  (the scheme and delay options' schemas)
 from gclab.network import NetworkConfig
 
 
