@@ -24,11 +24,23 @@ from gclab import CONF_DIR
 from gclab.rundir import config_text
 
 REPO = CONF_DIR.parents[1]
-ENV = {
-    "GCLAB_DATA_DIR": "/data/gclab",
-    "GCLAB_TRACE_DIR": "/data/traces",
-    "GCLAB_OUTPUT_DIR": "/scratch/runs",
-    "GCLAB_MULTIRUN_DIR": "/scratch/sweeps",
+VARIABLES = {
+    "data_dir": "GCLAB_DATA_DIR",
+    "trace_dir": "GCLAB_TRACE_DIR",
+    "output_dir": "GCLAB_OUTPUT_DIR",
+    "multirun_dir": "GCLAB_MULTIRUN_DIR",
+}
+DEFAULTS = {
+    "data_dir": "~/.cache/gclab",
+    "trace_dir": "../shared/traces",
+    "output_dir": "outputs",
+    "multirun_dir": "multirun",
+}
+MOVED = {
+    "data_dir": "/data/gclab",
+    "trace_dir": "/data/traces",
+    "output_dir": "/scratch/runs",
+    "multirun_dir": "/scratch/sweeps",
 }
 TRACES = [f"lambda-sydney-cnn-w256-r20-load{load}.npz" for load in ("025", "050", "075", "100")]
 
@@ -44,41 +56,28 @@ def sweep_paths(cfg: DictConfig) -> list[str]:
 
 @pytest.fixture
 def no_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ENV:
+    for name in VARIABLES.values():
         monkeypatch.delenv(name, raising=False)
 
 
 @pytest.mark.usefixtures("no_env")
-def test_without_the_variables_the_roots_are_the_defaults() -> None:
+@pytest.mark.parametrize("roots", [DEFAULTS, MOVED], ids=["defaults", "variables"])
+def test_every_root_is_its_variable_else_its_default(
+    roots: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if roots is MOVED:
+        for key, name in VARIABLES.items():
+            monkeypatch.setenv(name, MOVED[key])
     train = composed("config", ["experiment=packet_loss_study"])
-    assert OmegaConf.to_container(train.paths, resolve=True) == {
-        "data_dir": "~/.cache/gclab",
-        "trace_dir": "../shared/traces",
-        "output_dir": "outputs",
-        "multirun_dir": "multirun",
-    }
-    assert train.data.root == "~/.cache/gclab/shared-cifar10"
-    assert composed("config", []).data.root == "~/.cache/gclab/cifar10"
-    assert train.hydra.run.dir.startswith("outputs/")
-    assert train.hydra.sweep.dir.startswith("multirun/")
+    assert OmegaConf.to_container(train.paths, resolve=True) == roots
+    assert train.data.root == f"{roots['data_dir']}/shared-cifar10"
+    assert composed("config", []).data.root == f"{roots['data_dir']}/cifar10"
+    assert train.hydra.run.dir.startswith(f"{roots['output_dir']}/")
+    assert train.hydra.sweep.dir.startswith(f"{roots['multirun_dir']}/")
     sim = composed("sim", ["experiment=lambda_traces"])
-    assert sweep_paths(sim) == [f"../shared/traces/{name}" for name in TRACES]
-    assert sim.hydra.run.dir.startswith("outputs/sim/")
-    assert sim.hydra.sweep.dir.startswith("multirun/sim/")
-
-
-def test_the_variables_move_every_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    train = composed("config", ["experiment=packet_loss_study"])
-    assert train.data.root == "/data/gclab/shared-cifar10"
-    assert composed("config", []).data.root == "/data/gclab/cifar10"
-    assert train.hydra.run.dir.startswith("/scratch/runs/")
-    assert train.hydra.sweep.dir.startswith("/scratch/sweeps/")
-    sim = composed("sim", ["experiment=lambda_traces"])
-    assert sweep_paths(sim) == [f"/data/traces/{name}" for name in TRACES]
-    assert sim.hydra.run.dir.startswith("/scratch/runs/sim/")
-    assert sim.hydra.sweep.dir.startswith("/scratch/sweeps/sim/")
+    assert sweep_paths(sim) == [f"{roots['trace_dir']}/{name}" for name in TRACES]
+    assert sim.hydra.run.dir.startswith(f"{roots['output_dir']}/sim/")
+    assert sim.hydra.sweep.dir.startswith(f"{roots['multirun_dir']}/sim/")
 
 
 def test_the_command_line_overrides_the_variables(monkeypatch: pytest.MonkeyPatch) -> None:
