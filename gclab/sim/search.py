@@ -1,8 +1,9 @@
 """Parameter search: simulate every setting of a scheme's grid and rank them by time.
 
-As in the SGC papers (REFERENCE.md §6), a scheme's parameters are chosen by simulated
-runtime on a delay trace. Grids are keyed by the scheme's ``name``; each maps the
-number of workers ``n`` and ``network.recovery`` to the parameter overrides to try:
+As in the SGC papers (docs/design.md, "Sequential GC for bursty stragglers"), a
+scheme's parameters are chosen by simulated runtime on a delay trace. Grids are keyed by
+the scheme's ``name``; each maps the number of workers ``n`` and ``network.recovery`` to
+the parameter overrides to try:
 
 * ``uncoded``: nothing to choose;
 * ``classic_cr``, ``ignore_stragglers``: every ``s`` in ``1..n−1``;
