@@ -64,6 +64,7 @@ class Config:
     cluster: Any = MISSING
     delay: Any = MISSING
     logger: Any = MISSING
+    paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 
 
 ConfigStore.instance().store(name="config_schema", node=Config)

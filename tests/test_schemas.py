@@ -48,7 +48,8 @@ def code_defaults(target: str, group: str) -> dict[str, object]:
 def yaml_values(group: str, option: str) -> tuple[dict[str, object], dict[str, str]]:
     """The option YAML's values (less defaults and ``_target_``) and each line's comment."""
     text = (CONF_DIR / group / f"{option}.yaml").read_text()
-    values = {k: v for k, v in OmegaConf.create(text).items() if k not in ("defaults", "_target_")}
+    raw = OmegaConf.to_container(OmegaConf.create(text), resolve=False)  # ${paths...} as written
+    values = {k: v for k, v in raw.items() if k not in ("defaults", "_target_")}
     comments = {}
     for line in text.splitlines():
         key, _, rest = line.partition(":")

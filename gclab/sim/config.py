@@ -40,6 +40,7 @@ class SimConfig:
     sim: SimOptions = field(default_factory=SimOptions)
     scheme: Any = MISSING
     delay: Any = MISSING
+    paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 
 
 ConfigStore.instance().store(name="sim_schema", node=SimConfig)
