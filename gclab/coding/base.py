@@ -421,14 +421,7 @@ class LinearScheme(Scheme):
         squares problem of the encoding restricted to the survivors; the residual check
         in :meth:`checked_weights` decides whether it really decodes.
         """
-        e = self.encoding[list(survivors)]  # [F, k, m]
-        a = e.transpose(1, 2, 0).reshape(-1, len(survivors))  # rows (j, u'), columns i
-        target = np.tile(np.eye(self.m), (e.shape[1], 1))  # [(j, u'), u]
-        # sum_i C[u,i] E[F_i, j, u'] = delta(u, u') for every part j
-        weights = np.linalg.lstsq(a, target, rcond=None)[0].T
-        if self.residual(survivors, weights) > 1e-6:
-            return None  # the system is inconsistent: these survivors cannot decode
-        return weights
+        return least_squares_weights(self.encoding, survivors)
 
     #: Whether decoding depends on the order packets arrived in (ignore_stragglers).
     order_matters: ClassVar[bool] = False
@@ -458,16 +451,38 @@ class LinearScheme(Scheme):
 
     def residual(self, survivors: tuple[int, ...], weights: np.ndarray) -> float:
         """‖C·E_F − I‖ (max abs), in float64: 0 for a perfect decode."""
-        e = self.encoding[list(survivors)]  # [F, k, m]
-        got = np.einsum("ui,ijv->juv", weights, e)  # [k, m, m]
-        want = np.broadcast_to(np.eye(self.m), got.shape)
-        return float(np.max(np.abs(got - want)))
+        return residual(self.encoding, survivors, weights)
 
     def encoder(self, worker: int) -> Encoder:
         return LinearEncoder(self, worker)
 
     def decoder(self, grad_size: int | None = None) -> Decoder:
         return LinearDecoder(self, grad_size)
+
+
+def least_squares_weights(encoding: np.ndarray, survivors: tuple[int, ...]) -> np.ndarray | None:
+    """Decoding weights ``C[m, len(survivors)]`` of ``E`` (``[n, k, m]``) by least squares.
+
+    ``None`` when the system is inconsistent (the survivors cannot decode); the caller's
+    residual check (:meth:`LinearScheme.checked_weights`) judges the accuracy of the rest.
+    """
+    e = encoding[list(survivors)]  # [F, k, m]
+    m = e.shape[2]
+    a = e.transpose(1, 2, 0).reshape(-1, len(survivors))  # rows (j, u'), columns i
+    target = np.tile(np.eye(m), (e.shape[1], 1))  # [(j, u'), u]
+    # sum_i C[u,i] E[F_i, j, u'] = delta(u, u') for every part j
+    weights = np.linalg.lstsq(a, target, rcond=None)[0].T
+    if residual(encoding, survivors, weights) > 1e-6:
+        return None
+    return weights
+
+
+def residual(encoding: np.ndarray, survivors: tuple[int, ...], weights: np.ndarray) -> float:
+    """‖C·E_F − I‖ (max abs) of weights ``C`` for the rows ``F = survivors`` of ``E``."""
+    e = encoding[list(survivors)]  # [F, k, m]
+    got = np.einsum("ui,ijv->juv", weights, e)  # [k, m, m]
+    want = np.broadcast_to(np.eye(e.shape[2]), got.shape)
+    return float(np.max(np.abs(got - want)))
 
 
 def pad_length(size: int, m: int) -> int:

@@ -24,13 +24,10 @@ distances, which :func:`search_nodes` keeps small by choosing which node each wo
 
 from __future__ import annotations
 
-from functools import cache, cached_property
+from functools import cache
 from math import gcd
 
 import numpy as np
-
-from gclab.coding.base import LinearScheme
-from gclab.errors import ConfigError
 
 
 def holders(n: int, d: int) -> np.ndarray:
@@ -242,40 +239,3 @@ def warped_nodes(n: int, stride: int, warp: float) -> tuple[float, ...]:
     """Node of worker ``w``: point ``stride·w mod n`` of ``n`` warped points in [-1, 1]."""
     grid = (2 * ((stride * np.arange(n)) % n) - (n - 1)) / n
     return tuple(np.tan(warp * grid) / np.tan(warp) if warp else grid)
-
-
-class EvaluationScheme(LinearScheme):
-    """A cyclic code on :class:`EvaluationCode`: ``cce_cr``, and ``classic_cr`` (``m = 1``).
-
-    The placement is known without any numbers, the nodes need a conditioning search
-    (up to a second at n = 256), and the predicate "``>= n - s`` packets" is exact: so
-    the code is built on first use and the simulator's symbolic decoder never builds it.
-    """
-
-    exact_predicate = True
-
-    def _init_evaluation(self, n: int, s: int, m: int, construction: str) -> None:
-        if construction not in NODE_FAMILIES:
-            raise ConfigError(
-                f"scheme.construction={construction!r} is not a {self.name} construction; "
-                f"valid: {', '.join(NODE_FAMILIES)}."
-            )
-        self.construction = construction
-        placement = tuple(tuple(sorted((w + i) % n for i in range(s + m))) for w in range(n))
-        self._init_placement(n, s, placement, m)
-
-    @cached_property
-    def code(self) -> EvaluationCode:
-        nodes = search_nodes(self.construction, self.n, self.s, self.m)
-        return EvaluationCode(np.asarray(nodes), self.s, self.m)
-
-    @cached_property
-    def encoding(self) -> np.ndarray:
-        return self.code.encoding
-
-    @property
-    def pairs(self) -> bool:
-        return self.construction == "rotation"  # known without building the code
-
-    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
-        return self.code.weights(survivors)
