@@ -8,7 +8,7 @@ the class registers itself (:data:`SCHEMES`) and the config layer derives its Hy
 schema from the signature; add ``gclab/conf/scheme/<name>.yaml`` (README: "Adding a
 scheme").
 
-Vocabulary (REFERENCE.md §1):
+Vocabulary (docs/design.md, "Notation" and "The scheme contract"):
 
 * ``n`` logical workers, ``k`` data shards (``k = n`` for every built-in scheme).
 * A *job* is one SGD step on a global batch; job ``t`` starts in round ``t``.
@@ -495,8 +495,8 @@ class LinearEncoder(Encoder):
 
     The sum is accumulated in float64 (complex128) and rounded to the partials' dtype
     once: a float32 running sum would round after every term, and with the cancellation
-    inside a coded packet that costs up to 4× the decode error at s = 15 (cce_cr m = 2,
-    n = 64: 2.4e-5 against 6.8e-6, ``bench/decode_accuracy.py``).
+    inside a coded packet that multiplies the decode error at large ``s`` (measured in
+    BENCHMARKS.md, "Numbers behind choices in the code").
     """
 
     def __init__(self, scheme: LinearScheme, worker: int) -> None:
@@ -612,7 +612,7 @@ class LinearDecoder(Decoder):
 COMBINE_CHUNK = 1 << 14
 
 #: Float64 values per pass: the block is narrowed for many packets (M-SGC reads n(W−1) and
-#: more vectors, n = 256 reads 241): 32 packets × 2^14 fell off the cache and ran 20× slower.
+#: more vectors, n = 256 reads 241), so that ``packets × chunk`` stays in cache (BENCHMARKS.md).
 COMBINE_BLOCK = 1 << 17
 
 

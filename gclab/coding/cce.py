@@ -1,4 +1,4 @@
-"""Communication-computation efficient GC (Ye & Abbe, REFERENCE.md §4): ``cce_cr``, ``cce_fr``.
+"""Communication-computation efficient GC (Ye & Abbe; docs/design.md): ``cce_cr``, ``cce_fr``.
 
 Each worker computes ``s + m`` partial gradients and sends a packet of ``⌈l/m⌉`` scalars:
 more computation buys an ``m``-fold smaller packet. ``m = 1`` is classic GC.

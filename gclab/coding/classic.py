@@ -1,12 +1,15 @@
-"""Classic gradient coding (Tandon et al., REFERENCE.md §2) and the ignore-stragglers baseline.
+"""Classic gradient coding (Tandon et al.) and the ignore-stragglers baseline.
+
+The math: docs/design.md, "Classic GC".
 
 * ``ignore_stragglers``: sum the first ``n - s`` arrivals, rescaled (approximate).
 * ``classic_fr``: fractional repetition, groups of ``s + 1`` (block form), 0/1 decoding.
 * ``classic_cr``: cyclic repetition, worker ``w`` holds ``w .. w+s``. The default
   construction is the evaluation-point code of :mod:`gclab.coding.evaluation` (the
   ``m = 1`` case of CCE-GC: closed-form weights, strided roots of unity on float pairs,
-  per-row scaling), because Tandon's random ``H`` loses up to 3e-3 relative accuracy
-  with float32 payloads at ``n = 256`` (REFERENCE.md §3). ``construction=real`` uses real
+  per-row scaling), because Tandon's random ``H`` loses far more accuracy with float32
+  payloads as ``n`` and ``s`` grow (docs/coding.md, "Constructions and why", has the
+  table). ``construction=real`` uses real
   nodes; ``construction=tandon`` keeps Algorithm 1 with a seeded Gaussian ``H`` and
   least-squares decoding, as the baseline the benchmarks compare with.
 """

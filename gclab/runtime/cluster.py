@@ -15,22 +15,21 @@ from gclab.runtime.timing import ComputeTime
 class Cluster:
     """How many logical workers, how they are packed into actors, and where Ray runs.
 
-    ``actors=None`` packs the logical workers into as many actors as the Ray cluster
-    has cores for (``CPUs // threads_per_actor``), so that actors never outnumber the
-    cores they run on; with ``network.clock=wall`` it is one actor per logical worker,
-    since there a worker's packet arrives when its actor's call returns, and workers
-    sharing an actor would share one arrival. ``compute_time`` says how each logical
-    worker's compute is measured for the virtual clock (:mod:`gclab.runtime.timing`):
-    ``auto`` is the thread's CPU time for one-thread workers and wall time otherwise.
-    ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
-    1 by default, since a second thread mostly spins against the workers on a busy
-    machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
-    with 1). ``timeout``: seconds a round may take from its start: actors still busy then
-    are taken as stuck, restarted, and their packets erased; also how long the actors
-    may take to come up (at least a minute when they fit: :mod:`gclab.runtime.pool`).
-    ``address=None`` starts a private local Ray bound to loopback, without the
-    dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
-    otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
+    ``actors=None`` packs the logical workers into as many actors as the Ray cluster has
+    cores for (``CPUs // threads_per_actor``), so that actors never outnumber the cores they
+    run on; with ``network.clock=wall`` it is one actor per logical worker, since there a
+    worker's packet arrives when its actor's call returns, and workers sharing an actor
+    would share one arrival. ``compute_time`` says how each logical worker's compute is
+    measured for the virtual clock (:mod:`gclab.runtime.timing`): ``auto`` is the thread's
+    CPU time for one-thread workers and wall time otherwise. ``server_threads``: torch
+    threads of the driver (decode, optimizer step, evaluation); 1 by default, since a second
+    thread mostly spins against the workers on a busy machine (bench/overhead.py;
+    BENCHMARKS.md, "Where the time goes"). ``timeout``: seconds a round may take from its
+    start: actors still busy then are taken as stuck, restarted, and their packets erased;
+    also how long the actors may take to come up (at least a minute when they fit:
+    :mod:`gclab.runtime.pool`). ``address=None`` starts a private local Ray bound to
+    loopback, without the dashboard unless ``dashboard=true`` (Ray's token authentication
+    stays on); otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
     ``ray start`` left on this machine).
     """
 
