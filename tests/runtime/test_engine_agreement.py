@@ -13,7 +13,7 @@ import pytest
 from hydra.utils import instantiate
 
 from gclab.app import run
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundProtocol
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
@@ -59,7 +59,8 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
     protocol = RoundProtocol(network, instantiate(cfg.delay), 4, seed=3)
     decoder = scheme_obj.decoder()  # symbolic, as in the simulator
     for record in rounds:
-        out = protocol.run_round(record["round"], np.array(record["compute_s"]), decoder, _none)
+        compute = Finished(np.array(record["compute_s"]))
+        out = protocol.run_round(record["round"], compute, decoder, _none)
         decoded = [decoder.decode(job) for job in out.decodable if job < 10]
         assert record["jobs_decoded"] == len(decoded)
         assert record["decode_delays"] == [record["round"] - j for j in out.decodable if j < 10]
