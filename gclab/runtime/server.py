@@ -134,7 +134,8 @@ class ParameterServer:
         """Models, optimizers and schedules for the checkpoint.
 
         ``model``/``optimizer`` are model 0's (the only one unless interleaved), the keys
-        DESIGN.md promises; ``models``/``optimizers``/``schedulers`` hold all of them;
+        docs/design.md (architecture) names; ``models``/``optimizers``/``schedulers`` hold
+        all of them;
         ``pending`` the decoded gradients still waiting for an earlier job (T > 0).
         """
         return {
