@@ -17,7 +17,7 @@ by a given time. Both clocks read the results from an :class:`ArrivalSource`:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -35,7 +35,7 @@ class ArrivalSource(Protocol):
         """Whether some worker's result has not come back yet."""
         ...
 
-    def wait(self, timeout: float | None) -> list[int]:
+    def wait(self, timeout: float | None) -> Sequence[int]:
         """Block until results come back or ``timeout`` seconds pass (``None``: no limit).
 
         Returns the workers whose results came back (empty on a timeout).
@@ -66,9 +66,9 @@ class Finished:
     def pending(self) -> bool:
         return not self._back
 
-    def wait(self, timeout: float | None) -> list[int]:
+    def wait(self, timeout: float | None) -> np.ndarray:
         self._back = True
-        return list(range(len(self.compute)))
+        return np.arange(len(self.compute))
 
     def seconds(self, workers: np.ndarray) -> np.ndarray:
         return self.compute[workers]
@@ -123,21 +123,24 @@ class _VirtualTimeline:
     def __init__(self, source: ArrivalSource) -> None:
         self.source = source
         self._now = 0.0
+        self._in = False  # every result taken
 
     def now(self) -> float:
         return self._now
 
     def pending(self) -> bool:
-        return self.source.pending()
+        return not self._in and self.source.pending()
 
     def wait(self, until: float | None) -> Back:
-        back: list[int] = []
-        while self.source.pending():  # no time passes: the results are the round's premise
-            back += self.source.wait(None)
-        if not back:
-            self._now = self._now if until is None else max(self._now, until)  # no drift
+        if self._in:
+            if until is not None and until > self._now:
+                self._now = until  # exactly the event's time: no drift
             return NOTHING
-        workers = np.array(back, dtype=np.intp)
+        back = [NOTHING.workers]
+        while self.source.pending():  # no time passes: the results are the round's premise
+            back.append(np.asarray(self.source.wait(None), dtype=np.intp))
+        self._in = True
+        workers = np.concatenate(back)
         return Back(workers, self.source.seconds(workers), self.source.failed[workers])
 
 

@@ -470,7 +470,8 @@ class _Round:
                 end = self.timeline.now()
                 return Pursuit(end, delivered, self._sent(last, attempts), done=done is None)
             back = self._wait(events[0][0] if events else None)
-            schedule([(awaited.pop(w), self.round, w) for w in back if w in awaited])
+            if awaited and back:
+                schedule([(awaited.pop(w), self.round, w) for w in back if w in awaited])
 
     def _retransmit(
         self,
