@@ -106,20 +106,14 @@ class Timeline(Protocol):
         ...
 
 
-class Clock(Protocol):
-    """Makes the timeline of each round from its arrival source."""
-
-    def timeline(self, source: ArrivalSource) -> Timeline: ...
+#: Makes one round's timeline from its arrival source: :class:`VirtualClock` or
+#: :class:`WallClock` (``functools.partial`` sets a wall clock's ``monotonic``, ``sleep``).
+Clock = Callable[[ArrivalSource], Timeline]
 
 
 class VirtualClock:
-    """Every result is in at the start; time jumps to each event the rules schedule."""
+    """One round's timeline: every result is in at the start, time jumps from event to event."""
 
-    def timeline(self, source: ArrivalSource) -> Timeline:
-        return _VirtualTimeline(source)
-
-
-class _VirtualTimeline:
     def __init__(self, source: ArrivalSource) -> None:
         self.source = source
         self._now = 0.0
@@ -145,27 +139,21 @@ class _VirtualTimeline:
 
 
 class WallClock:
-    """Results come back when the source hands them over; waits are real sleeps."""
+    """One round's timeline: results come back when the source hands them over, stamped with
+    the time since it sent the work out; waits are real sleeps."""
 
     def __init__(
         self,
+        source: ArrivalSource,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self.source = source
         self.monotonic = monotonic
         self.sleep = sleep
 
-    def timeline(self, source: ArrivalSource) -> Timeline:
-        return _WallTimeline(self, source)
-
-
-class _WallTimeline:
-    def __init__(self, clock: WallClock, source: ArrivalSource) -> None:
-        self.clock = clock
-        self.source = source
-
     def now(self) -> float:
-        return self.clock.monotonic() - self.source.sent
+        return self.monotonic() - self.source.sent
 
     def pending(self) -> bool:
         return self.source.pending()
@@ -173,7 +161,7 @@ class _WallTimeline:
     def wait(self, until: float | None) -> Back:
         timeout = None if until is None else max(0.0, until - self.now())
         if not self.source.pending():
-            self.clock.sleep(timeout or 0.0)
+            self.sleep(timeout or 0.0)
             return NOTHING
         workers = np.array(self.source.wait(timeout), dtype=np.intp)
         now = self.now()  # an actor's workers come back together: they share it

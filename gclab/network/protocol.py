@@ -78,7 +78,7 @@ POLICIES = ("deadline", "all")
 RECOVERIES = ("decodable", "wait_all")
 #: ``virtual``: durations follow from the model (both engines). ``wall``: the runtime
 #: sleeps, drops and measures (runtime only). See :mod:`gclab.network.clock`.
-CLOCKS: dict[str, Callable[[], Clock]] = {"virtual": VirtualClock, "wall": WallClock}
+CLOCKS: dict[str, Clock] = {"virtual": VirtualClock, "wall": WallClock}
 
 #: Retransmission attempts of one packet in one round before the protocol gives up.
 MAX_ATTEMPTS = 4096
@@ -199,7 +199,8 @@ class RoundProtocol:
         self.delay = delay
         self.n = int(n)
         self.seed = int(seed)
-        self.timer = CLOCKS[network.clock]() if clock is None else clock
+        #: Makes each round's timeline (:data:`gclab.network.clock.Clock`).
+        self.timer = CLOCKS[network.clock] if clock is None else clock
         #: The sum of the durations of the rounds run so far, seconds.
         self.clock = 0.0
         #: Rounds that waited for a late packet.
@@ -234,7 +235,7 @@ class RoundProtocol:
 
         The delay model's draws and the latency are added to each compute time here.
         """
-        line = _Round(self, round, self.timer.timeline(results), decoder, payload)
+        line = _Round(self, round, self.timer(results), decoder, payload)
         close = line.collect()
         pursuit = Pursuit(close)
         if self._waits_for_all(round, ~line.delivered, decoder):
