@@ -1,4 +1,4 @@
-"""Principle 1 of docs/design.md: the Ray runtime and the simulator see the same rounds.
+"""The Ray runtime and the simulator see the same rounds (docs/design.md, architecture).
 
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the
@@ -13,7 +13,7 @@ import pytest
 from hydra.utils import instantiate
 
 from gclab.app import run
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundProtocol
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import read_metrics
 from helpers.coding import builtin_schemes
@@ -55,7 +55,8 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
     protocol = RoundProtocol(network, instantiate(cfg.delay), 4, seed=3)
     decoder = scheme_obj.decoder()  # symbolic, as in the simulator
     for record in rounds:
-        out = protocol.run_round(record["round"], np.array(record["compute_s"]), decoder, _none)
+        compute = Finished(np.array(record["compute_s"]))
+        out = protocol.run_round(record["round"], compute, decoder, _none)
         decoded = [decoder.decode(job) for job in out.decodable if job < 10]
         assert record["jobs_decoded"] == len(decoded)
         assert record["decode_delays"] == [record["round"] - j for j in out.decodable if j < 10]
