@@ -213,7 +213,8 @@ def test_a_bug_shows_its_traceback_and_exits_1(tmp_path, module, target, args):
     """A constructor that fails with an error that is not a ConfigError is a bug, not bad input."""
     owner, name = target.rsplit(".", 1)
     script = (
-        f"import runpy, sys; import {owner} as m\n"
+        # the schemas are derived from the real signatures first, then the constructor breaks
+        f"import runpy, sys, gclab.config; import {owner} as m\n"
         "def broken(*args, **kwargs): raise ZeroDivisionError('injected bug')\n"
         f"m.{name}.__init__ = broken\n"
         f"sys.argv = ['{module}', *sys.argv[1:]]\n"
