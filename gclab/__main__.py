@@ -1,6 +1,7 @@
 """``python -m gclab``: distributed gradient-coded training (see README)."""
 
+from gclab import cli
 from gclab.app import main
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, "config", "gclab: error: ")

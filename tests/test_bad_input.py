@@ -353,6 +353,16 @@ CLI_CASES = [
      "gclab.sim: trace nan.npz: 'durations' must be finite and >= 0"),
     ("sim-wall-clock", "gclab.sim", ["network.clock=wall"], 2,
      "gclab.sim: network.clock='wall' is not supported by the simulator"),
+    ("sweep-key-one-scheme-lacks", "gclab", ["-m", *BASE, "scheme=classic_cr,uncoded",
+                                             "scheme.s=1"], 2,
+     "gclab: error: scheme=uncoded has no key 's', so scheme.s=1 cannot apply"),
+    ("sim-sweep-key-one-scheme-lacks", "gclab.sim", ["-m", "scheme=pipelined_cr,classic_fr",
+                                                     "scheme.T=1"], 2,
+     "gclab.sim: scheme=classic_fr has no key 'T', so scheme.T=1 cannot apply"),
+    ("unknown-launcher", "gclab", [*BASE, "hydra/launcher=nope"], 2,
+     "gclab: error: hydra/launcher=nope is not an installed Hydra launcher; valid: "),
+    ("sim-unknown-launcher", "gclab.sim", ["-m", "hydra/launcher=nope"], 2,
+     "gclab.sim: hydra/launcher=nope is not an installed Hydra launcher; valid: "),
 ]  # fmt: skip
 
 

@@ -127,3 +127,16 @@ def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     assert json.loads((good / "summary.json").read_text())["jobs"] == 2
     assert "cluster.workers=0 is invalid" in (bad / "error.txt").read_text()
     assert not (bad / "summary.json").exists() and not (good / "error.txt").exists()
+
+
+def test_sweep_over_schemes_with_a_shared_key_runs_every_job_with_it(tmp_path):
+    proc = gclab(
+        "-m", *TINY, "train.rounds=2", "scheme=classic_cr,pipelined_cr", "scheme.s=1",
+        f"hydra.sweep.dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for job, scheme in enumerate(["classic_cr", "pipelined_cr"]):
+        summary = json.loads((tmp_path / str(job) / "summary.json").read_text())
+        assert summary["scheme"] == scheme and summary["jobs"] == 2
+        config = (tmp_path / str(job) / ".hydra" / "config.yaml").read_text()
+        assert "  s: 1\n" in config

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
-from gclab import CONF_DIR
+from gclab import CONF_DIR, cli
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
@@ -100,4 +100,4 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, "sim", "gclab.sim: ")
