@@ -2,18 +2,17 @@
 
 import json
 import os
-import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import pytest
+import torch
 
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY
 from helpers.net import free_port
+from helpers.raycluster import ray_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -79,31 +78,32 @@ def test_help_lists_the_config_groups():
 
 
 def test_cluster_ray_joins_a_real_head_node(tmp_path):
-    port = free_port()
-    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: unix socket paths max ~107 chars
-    auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
-    head = subprocess.Popen(
-        ["ray", "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **auth},
-    )  # fmt: skip
-    try:
-        deadline = time.time() + 60
-        proc = None
-        while time.time() < deadline:
+    with ray_cluster(2) as (address, auth):
+        proc = gclab(
+            *TINY, "cluster=ray", f"cluster.address={address}", "cluster.workers=2",
+            "cluster.worker_cpus=0.5", f"hydra.run.dir={tmp_path / 'run'}", env=auth,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["nodes"] == 1
+
+
+def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path):
+    """Two Ray nodes of 2 CPUs: both actors fit on one, so only ``spread`` uses both."""
+    runs = {}
+    with ray_cluster(2, 2) as (address, auth):
+        for placement in ("spread", "pack"):
+            out = tmp_path / placement
             proc = gclab(
-                *TINY, "cluster=ray", f"cluster.address=127.0.0.1:{port}", "cluster.workers=2",
-                "cluster.worker_cpus=0.5", f"hydra.run.dir={tmp_path / 'run'}", env=auth,
+                *TINY, "cluster=ray", f"cluster.address={address}", "cluster.workers=4",
+                "cluster.actors=2", "cluster.worker_cpus=0.5", f"cluster.placement={placement}",
+                f"hydra.run.dir={out}", env=auth,
             )  # fmt: skip
-            if proc.returncode == 0 or "no Ray cluster answered" not in proc.stderr:
-                break
-            time.sleep(2)  # the head may still be starting
-        assert proc is not None and proc.returncode == 0, proc.stderr[-3000:]
-        assert (tmp_path / "run" / "summary.json").is_file()
-    finally:
-        head.terminate()
-        head.wait(timeout=60)
-        shutil.rmtree(temp, ignore_errors=True)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            runs[placement] = json.loads((out / "summary.json").read_text())["nodes"]
+    assert runs == {"spread": 2, "pack": 1}
+    spread = load_checkpoint(tmp_path / "spread" / "checkpoint.pt")["model"]
+    pack = load_checkpoint(tmp_path / "pack" / "checkpoint.pt")["model"]
+    assert all(torch.equal(spread[k], pack[k]) for k in spread)
 
 
 def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):

@@ -27,17 +27,21 @@ def train_single_process(
     augment: bool,
     make_optimizer: Callable[[FlatModel], tuple[torch.optim.Optimizer, object]],
     jobs: Sequence[int] | None = None,
+    device: str = "cpu",
 ) -> FlatModel:
     """Train ``model`` for ``num_jobs`` steps; step i uses job i's whole global batch.
 
     ``jobs`` picks other jobs instead (e.g. ``range(m, J, T+1)``: one model of
-    ``pipeline=interleaved``).
+    ``pipeline=interleaved``). ``device`` holds the model, the data and the batches.
     """
     shards = shard_indices(len(data.train_y), k, seed)
     plan = BatchPlan(tuple(len(s) for s in shards), batch_size // k, seed)
-    local = {j: (data.train_x[idx], data.train_y[idx]) for j, idx in enumerate(shards)}
-    batches = BatchMaker(local, plan, Normalizer(*data.channel_stats()), augment)
-    flat = FlatModel(model)
+    local = {
+        j: (data.train_x[idx].to(device), data.train_y[idx].to(device))
+        for j, idx in enumerate(shards)
+    }
+    batches = BatchMaker(local, plan, Normalizer(*data.channel_stats(), device), augment)
+    flat = FlatModel(model.to(device))
     optimizer, scheduler = make_optimizer(flat)
     for job in range(num_jobs) if jobs is None else jobs:
         parts = [batches(job, Part(j)) for j in range(k)]

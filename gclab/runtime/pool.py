@@ -26,6 +26,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from gclab.coding.base import Plan
 from gclab.network.protocol import RecoveryError
+from gclab.runtime.placement import Placement
 from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,21 @@ class WorkerPool:
         spec: WorkerSpec,
         groups: list[list[int]],
         shard_refs: Sequence[ray.ObjectRef],
-        cpus: float,
-        gpus: float,
+        placement: Placement,
         timeout: float,
         name: str,
     ) -> None:
         self.groups = groups
         self.shard_refs = shard_refs  # the driver owns the shards: restarted actors re-fetch
-        self.hosts = start_hosts(spec, groups, shard_refs, cpus, gpus, name)
+        self.placement = placement
+        try:
+            placement.wait()
+            self.hosts = start_hosts(spec, groups, shard_refs, placement, name)
+            #: The Ray node of each actor when it started.
+            self.nodes = ray.get([h.node.remote() for h in self.hosts])
+        except BaseException:
+            placement.remove()  # frees the reservation and ends the actors in it
+            raise
         self.host_of = {w: i for i, group in enumerate(groups) for w in group}
         self.T = spec.scheme.T
         self.n = spec.scheme.n
@@ -113,6 +121,7 @@ class WorkerPool:
     def close(self) -> None:
         for h in self.hosts:
             ray.kill(h, no_restart=True)
+        self.placement.remove()
 
 
 class PendingRound:

@@ -30,6 +30,7 @@ from gclab.network.protocol import RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
+from gclab.runtime.placement import Placement
 from gclab.runtime.pool import WorkerPool
 from gclab.runtime.worker import WorkerSpec
 from gclab.tracking.run import RunRecorder
@@ -70,11 +71,12 @@ class ParameterServer:
     def __init__(self, plan: TrainingPlan) -> None:
         from hydra.utils import instantiate
 
+        self.device = torch.device(plan.cluster.server_device)
         self.models: list[FlatModel] = []
         self.optimizers, self.schedulers = [], []
         for _ in range(plan.models):
             torch.manual_seed(plan.seed)  # every model starts from the same weights
-            flat = FlatModel(instantiate(plan.model_cfg))
+            flat = FlatModel(instantiate(plan.model_cfg).to(self.device))
             optimizer, scheduler = plan.build_optimizer(flat)
             self.models.append(flat)
             self.optimizers.append(optimizer)
@@ -86,7 +88,7 @@ class ParameterServer:
 
     def state(self) -> np.ndarray:
         """Every model's parameters and buffers, concatenated: one broadcast per round."""
-        return torch.cat([m.state_vector() for m in self.models]).numpy()
+        return torch.cat([m.state_vector() for m in self.models]).cpu().numpy()
 
     def submit(self, job: int, gradient_sum: np.ndarray) -> list[int]:
         """Queue job's decoded gradient sum; apply every job now in order. Returns applied."""
@@ -95,7 +97,8 @@ class ParameterServer:
         while self.next_job in self._pending:
             grad = self._pending.pop(self.next_job)
             i = self.next_job % len(self.models)
-            self.models[i].set_grad(torch.from_numpy(grad / self.batch_size).float())
+            grad = torch.from_numpy(grad / self.batch_size).float().to(self.device)
+            self.models[i].set_grad(grad)
             self.optimizers[i].step()
             if self.schedulers[i] is not None:
                 self.schedulers[i].step()
@@ -109,7 +112,7 @@ class ParameterServer:
             buffers = [rep.buffers for rep in reports if rep.model == i]
             if buffers and flat.num_buffers:
                 state = flat.state_vector()
-                state[flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0))
+                state[flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0)).to(state)
                 flat.load_state_vector(state)
 
     def state_dict(self) -> dict:
@@ -148,7 +151,11 @@ def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
     torch.set_num_threads(plan.cluster.server_threads)
     plan.cluster.connect()
     pool, normalizer = _start_workers(plan)
-    recorder.extra.update(actors=len(pool.groups), compute_time=plan.cluster.compute_time.value)
+    cluster = plan.cluster
+    recorder.extra.update(
+        actors=len(pool.groups), compute_time=cluster.compute_time.value, device=cluster.device,
+        nodes=len(set(pool.nodes)),
+    )  # fmt: skip
     try:
         return _loop(plan, recorder, pool, normalizer)
     finally:
@@ -227,12 +234,12 @@ def _start_workers(plan: TrainingPlan) -> tuple[WorkerPool, Normalizer]:
     spec = WorkerSpec(
         scheme, plan.model_cfg, batches, mean, std, plan.augment,
         cluster.threads_per_actor, plan.num_jobs, plan.faults, plan.models,
-        cluster.compute_time,
+        cluster.compute_time, cluster.device, cluster.bf16,
     )  # fmt: skip
     shard_refs = [ray.put((data.train_x[idx], data.train_y[idx])) for idx in shards]
     groups = cluster.groups(one_per_worker=isinstance(plan.protocol, WallClockProtocol))
+    placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)
     pool = WorkerPool(
-        spec, groups, shard_refs, cluster.worker_cpus, cluster.worker_gpus,
-        cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}",
-    )  # fmt: skip
-    return pool, Normalizer(mean, std)
+        spec, groups, shard_refs, placement, cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}"
+    )
+    return pool, Normalizer(mean, std, cluster.server_device)  # evaluation on the server

@@ -19,10 +19,11 @@ import ray
 import torch
 from hydra.utils import instantiate
 
-from gclab.coding.base import Scheme, Task
+from gclab.coding.base import Part, Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
-from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
+from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient, to_host
 from gclab.runtime.faults import Faults
+from gclab.runtime.placement import Placement
 from gclab.runtime.timing import ComputeTime, Stopwatch
 
 
@@ -41,6 +42,8 @@ class WorkerSpec:
     faults: Faults
     models: int  # 1, or T+1 with train.pipeline=interleaved
     compute_time: ComputeTime  # how each logical worker's compute is measured
+    device: str  # "cpu" or "cuda": model, shards, batches and gradients live there
+    bf16: bool  # bfloat16 autocast for the forward pass
 
 
 @dataclass
@@ -65,12 +68,26 @@ class WorkerHost:
         torch.set_num_threads(spec.threads)
         self.spec = spec
         self.workers = list(workers)
-        self.flat = FlatModel(instantiate(spec.model))
-        local = dict(zip(shards, ray.get(list(shards.values()))))
-        self.batches = BatchMaker(local, spec.plan, Normalizer(spec.mean, spec.std), spec.augment)
+        device = torch.device(spec.device)  # cuda: the GPU Ray gave this actor
+        self.flat = FlatModel(instantiate(spec.model).to(device))
+        fetched = ray.get(list(shards.values()))
+        local = {j: (x.to(device), y.to(device)) for j, (x, y) in zip(shards, fetched)}
+        normalizer = Normalizer(spec.mean, spec.std, device)
+        self.batches = BatchMaker(local, spec.plan, normalizer, spec.augment)
         self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
+        self._warm_up(next(iter(local)))
+
+    def _warm_up(self, shard: int) -> None:
+        """One untimed pass, so that one-time costs (allocations, kernel selection) are not
+        counted as round 0's compute of whichever logical worker an actor runs first.
+
+        The weights and batch-norm buffers it touches are overwritten by every round's
+        broadcast state before they are used.
+        """
+        x, y = self.batches(0, Part(shard))
+        loss_and_gradient(self.flat, x, y, self.spec.bf16)
 
     def run_round(
         self,
@@ -105,32 +122,42 @@ class WorkerHost:
                     self.flat.load_state_vector(models[model])
                     loaded = model
                 x, y = self.batches(task.job, parts[task.part])
-                loss, grad = loss_and_gradient(self.flat, x, y)
-                partials[task] = grad.numpy()
+                loss, grad = loss_and_gradient(self.flat, x, y, self.spec.bf16)
+                partials[task] = to_host(grad)  # on a GPU: a copy to pinned memory, queued
                 loss_sum, samples = loss_sum + loss, samples + len(y)
             self.stopwatch.host_part()
+            if self.spec.device == "cuda":
+                torch.cuda.current_stream().synchronize()  # the copies have landed
+            partials = {t: np.asarray(g) for t, g in partials.items()}
             packet = self.encoders[w].encode(round, partials)
             if fault is not None and fault.kind == "nan":
                 packet = np.full_like(packet, np.nan)
             seconds = self.stopwatch.stop()
-            buffers = self.flat.buffer_vector().numpy() if loaded is not None else None
-            reports[w] = WorkerReport(round, packet, seconds, loss_sum, samples, buffers, loaded)
+            buffers = self.flat.buffer_vector().cpu().numpy() if loaded is not None else None
+            reports[w] = WorkerReport(
+                round, packet, seconds, float(loss_sum), samples, buffers, loaded
+            )
         return reports
 
     def ready(self) -> int:
         """The actor's process id, once ``__init__`` is done (restarts change it)."""
         return os.getpid()
 
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        return ray.get_runtime_context().get_node_id()
+
 
 def start_hosts(
     spec: WorkerSpec,
     groups: Sequence[Sequence[int]],
     shard_refs: Sequence[ray.ObjectRef],
-    cpus: float,
-    gpus: float,
+    placement: Placement,
     name: str,
 ) -> list:
     """Start one named actor per group of logical workers, each with only its shards.
+
+    Actor ``i`` takes bundle ``i`` of ``placement`` (granted before this is called).
 
     Ray restarts a dead actor (``max_restarts``) by running ``__init__`` again: it
     fetches its shards from the object store and starts with fresh encoders.
@@ -141,8 +168,7 @@ def start_hosts(
         needed = sorted({j for w in group for j in spec.scheme.placement[w]})
         actor = actor_cls.options(
             name=f"{name}-host{i}",
-            num_cpus=cpus,
-            num_gpus=gpus,
+            **placement.options(i),
             max_restarts=MAX_RESTARTS,
             max_task_retries=0,
         )
