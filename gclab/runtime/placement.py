@@ -15,7 +15,11 @@ import logging
 from typing import Any
 
 import ray
-from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.placement_group import (
+    placement_group,
+    placement_group_table,
+    remove_placement_group,
+)
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gclab.errors import ConfigError
@@ -62,6 +66,12 @@ class Placement:
         else:
             strategy = PlacementGroupSchedulingStrategy(self.group, placement_group_bundle_index=i)
         return {"num_cpus": self.cpus, "num_gpus": self.gpus, "scheduling_strategy": strategy}
+
+    def nodes(self) -> list[str]:
+        """The Ray node of each bundle (empty without a group): where the actors run."""
+        if self.group is None:
+            return []
+        return list(placement_group_table(self.group)["bundles_to_node_id"].values())
 
     def remove(self) -> None:
         if self.group is not None:

@@ -50,8 +50,8 @@ class WorkerPool:
         try:
             placement.wait()
             self.hosts = start_hosts(spec, groups, shard_refs, placement, name)
-            #: The Ray node of each actor when it started.
-            self.nodes = ray.get([h.node.remote() for h in self.hosts])
+            #: The Ray nodes hosting the actors (their bundles', or where they started).
+            self.nodes = placement.nodes() or _started_on(self.hosts)
         except BaseException:
             placement.remove()  # frees the reservation and ends the actors in it
             raise
@@ -205,6 +205,17 @@ class PendingRound:
         while self.calls:
             self.wait(None)
         return self.reports, self.failed
+
+
+def _started_on(hosts: list) -> list[str]:
+    """The node of each actor that answers; one restarting just now is left out."""
+    nodes = []
+    for ref in [h.node.remote() for h in hosts]:
+        try:
+            nodes.append(ray.get(ref))
+        except (RayActorError, ActorUnavailableError):
+            continue
+    return nodes
 
 
 def _finite(packet: np.ndarray) -> bool:

@@ -1,5 +1,7 @@
 """Principle 2 of DESIGN.md: an exact scheme trains exactly like single-process SGD."""
 
+import json
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -26,11 +28,15 @@ def test_uncoded_on_four_workers_equals_single_process_sgd(ray_session, tmp_path
 
 
 def test_actors_hosting_several_logical_workers_change_nothing(ray_session, tmp_path):
+    """Also with actors that reserve nothing (no placement group: Ray places them)."""
     base = [*TINY, "cluster.workers=4", "train.rounds=3"]
-    one_each = trained_weights(compose_config(base), tmp_path / "a")
-    packed = trained_weights(compose_config([*base, "cluster.actors=2"]), tmp_path / "b")
-    for key in one_each:
-        assert np.array_equal(one_each[key].numpy(), packed[key].numpy())
+    one_each = trained_weights(compose_config([*base, "cluster.actors=4"]), tmp_path / "a")
+    packed = compose_config([*base, "cluster.actors=2", "cluster.worker_cpus=0"])
+    for key, value in trained_weights(packed, tmp_path / "b").items():
+        assert np.array_equal(one_each[key].numpy(), value.numpy())
+    for run, actors in [("a", 4), ("b", 2)]:
+        summary = json.loads((tmp_path / run / "summary.json").read_text())
+        assert (summary["actors"], summary["nodes"]) == (actors, 1)
 
 
 EXACT_SCHEMES = [
