@@ -167,10 +167,20 @@ class Cluster:
             self._start_or_join()
         devices.worker_device(self._device_setting, self.worker_gpus, check_visible=True)
 
-    def _start_or_join(self) -> None:
+    def local_cpus(self) -> int:
+        """CPUs for a private local Ray: the cores, or more if the actors reserve more.
+
+        Ray's CPUs are a count of reservations, not of cores: an actor that cannot
+        reserve its share would wait forever, whereas an oversubscribed core only slows
+        the wall clock (the compute time is each worker's own CPU time).
+        """
         cores = os.cpu_count() or 1
-        needed = math.ceil((self.actors or self.default_actors(cores)) * self.worker_cpus) + 1
-        start_or_join(self.address, max(cores, needed), self.worker_gpus > 0, self.dashboard)
+        return max(
+            cores, math.ceil((self.actors or self.default_actors(cores)) * self.worker_cpus) + 1
+        )
+
+    def _start_or_join(self) -> None:
+        start_or_join(self.address, self.local_cpus(), self.worker_gpus > 0, self.dashboard)
 
 
 def start_or_join(
