@@ -184,13 +184,18 @@ class Cluster:
 
 
 def start_or_join(
-    address: str | None, num_cpus: int | None = None, gpus: bool = False, dashboard: bool = False
+    address: str | None,
+    num_cpus: int | None = None,
+    gpus: bool = False,
+    dashboard: bool = False,
+    niceness: int | None = None,
 ) -> None:
     """Start a private local Ray (``address=None``) or join the cluster at ``address``.
 
     The private Ray binds to loopback, has ``num_cpus`` CPUs (default: the cores), GPUs
-    only if ``gpus``, and the dashboard only if ``dashboard``. Joining fails in one
-    sentence (:class:`ConfigError`) when nobody answers at ``address``.
+    only if ``gpus``, the dashboard only if ``dashboard``, and starts its worker
+    processes at ``niceness`` (default: Ray's 15, background priority). Joining fails
+    in one sentence (:class:`ConfigError`) when nobody answers at ``address``.
     """
     if address is None:
         ray.init(
@@ -199,6 +204,7 @@ def start_or_join(
             num_gpus=None if gpus else 0,
             include_dashboard=dashboard,  # off unless asked: it serves HTTP
             _node_ip_address="127.0.0.1",
+            _system_config=None if niceness is None else {"worker_niceness": niceness},
             log_to_driver=True,
             configure_logging=False,
         )

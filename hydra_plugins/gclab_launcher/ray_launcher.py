@@ -13,7 +13,10 @@ already connected to the cluster, so the actors join it and reserve their CPUs/G
 the job's placement group (:mod:`gclab.runtime.placement`); the task itself reserves
 no CPU by default, because the driver computes only while its actors wait. A
 simulator job's task reserves one CPU. At most ``max_parallel`` jobs are in flight
-(default: the cluster's CPUs), the rest wait their turn.
+(default: the cluster's CPUs), the rest wait their turn. The private local Ray runs its
+worker processes at niceness 0, the priority the jobs have in a serial sweep (Ray's
+default, 15, is for background work: on a shared machine its tasks lose the cores to
+every other process and the parallel sweep was slower than the serial one).
 
 gclab records a failing job in its ``error.txt`` and returns; a job whose process
 dies (out of memory, a crash) gets its ``error.txt`` from here, the other jobs go on,
@@ -106,8 +109,8 @@ class RayLauncher(Launcher):
                 config.hydra.job.id = idx
                 config.hydra.job.num = idx
             configs.append(config)
-        if not ray.is_initialized():
-            start_or_join(self.address, max(_local_cpus(c) for c in configs))
+        if not ray.is_initialized():  # jobs at the priority they would have run serially
+            start_or_join(self.address, max(map(_local_cpus, configs)), gpus=True, niceness=0)
         limit = self.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
         log.info(f"At most {limit} jobs run at a time")
         return self._run(configs, limit)
