@@ -16,9 +16,10 @@ gradient = 1 s at n = 16) and ``Exp(0.1 s)`` per worker per round. The coded sch
 have load 2/16 (equal load: the comparison among them is fair); uncoded has 1/16, so its
 rounds are half as long and it is listed as the no-redundancy reference, not as an
 equal-load competitor. ``rto`` = 3 × the median round of the coded schemes without loss
-(one network constant for every scheme). Pipelined schemes run ``J + T`` rounds (their
-last job is due ``T`` rounds late): counted. Mean over seeds; the simulator is symbolic
-(decodability only), exactly the decoders the runtime uses.
+(one network constant for every scheme). Pipelined schemes run until their last job is
+decoded, at most ``J + T`` rounds (the last job is due ``T`` rounds late): those rounds
+count. Mean over seeds; the simulator is symbolic (decodability only), exactly the
+decoders the runtime uses.
 """
 
 from __future__ import annotations

@@ -1,44 +1,54 @@
-"""The SGC paper's comparison on the shared Lambda traces (REFERENCE.md §6).
+"""The SGC papers' comparison on the shared Lambda traces, in both recovery modes (REFERENCE.md §6).
 
-    python bench/sgc_traces.py                  # full grids, 80 probe jobs, 496 jobs
+    python bench/sgc_traces.py            # 80 probe jobs, 496 jobs per evaluation trace
+    python bench/sgc_traces.py --quick    # 16 probe jobs, 96 jobs
 
-For each region (Sydney, Tokyo; 256 workers, traces at loads 0, .25, .5, .75, 1):
+Three tables, each with ``network.recovery=wait_all`` (the papers' rule) and
+``decodable`` (gclab's own) side by side:
 
-1. fit the load slope: least squares of the mean duration against the recorded load;
-2. probe: on the load-0 trace, simulate ``--probe-jobs`` jobs of every setting of each
-   scheme's whole grid (``gclab.sim.search.GRIDS``; ``--max-s`` can cap the code size)
-   and keep the fastest, as the paper chose parameters on probe runs;
-3. evaluate the chosen setting for ``--jobs`` jobs on the four other traces, each
-   rescaled from its own recorded load (``delay = durations + (L − base_load)·slope``),
-   and report the mean ± std of the total time and the mean number of rounds that
-   waited, with the μ-rule (μ = 1) and wrap-around replay. The slope is always the
-   fitted one: these traces cost ≈ 0.31 s per unit load, and rebasing a load-1 trace
-   with the paper's 2.2 s would push every duration below zero.
-
-Schemes: uncoded, classic GC (``classic_cr``), and ``sr_sgc``/``m_sgc`` as soon as
-their config and grid exist.
+1. **Against the public simulator**: every total ``../shared/traces/PUBLIC_SIMULATOR.md``
+   lists (load-0 traces, base load 0, μ = 1), grouped by trace, slope and scheme: their
+   range, how far ``wait_all`` is from it (it reproduces every row), how far
+   ``decodable`` is, and why, counted round by round (rounds that end when the due job
+   decodes instead of at the slowest worker, idle drain rounds not run, rounds that
+   recover a packet the papers' rule leaves out, drain rounds that repeat work the
+   papers' rule got by waiting).
+2. **The papers' search** on their setting (Sydney load 0, 16 jobs, slope 2.2, μ = 1,
+   the full grids of ``gclab.sim.search``): the best setting of each scheme, next to
+   what their search picked.
+3. **Probe, then evaluate**, per region (Sydney, Tokyo; 256 workers): fit the load slope
+   (least squares of the mean duration against the recorded load over the five traces);
+   search every grid on a ``--probe-jobs`` run of the load-0 trace and keep each
+   scheme's fastest setting, as the papers chose parameters; run it for ``--jobs`` jobs
+   on each of the four other traces, rescaled from their own recorded load
+   (``delay = durations + (L − base_load)·slope``), μ = 1, wrap-around replay; mean ±
+   std of the total time and mean waits over the four.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from hydra import compose, initialize_config_dir
-from hydra.utils import instantiate
 
 import gclab.coding  # noqa: F401  (registers the scheme schemas)
 from gclab import CONF_DIR
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace, load_trace
-from gclab.sim.engine import simulate
-from gclab.sim.search import GRIDS, Params, grid
+from gclab.schemas import instantiate_checked
+from gclab.sim import public
+from gclab.sim.engine import SimResult, simulate
+from gclab.sim.fast import load_kernels
+from gclab.sim.search import scheme_option, search
 
 TRACES = CONF_DIR.parents[2] / "shared" / "traces"
+TABLE = TRACES / "PUBLIC_SIMULATOR.md"
 REGIONS = {"sydney": 20, "tokyo": 10}
 LOADS = (0, 25, 50, 75, 100)
 SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
+MODES = ("wait_all", "decodable")
 N = 256
 
 
@@ -46,74 +56,124 @@ def trace_path(region: str, load: int) -> Path:
     return TRACES / f"lambda-{region}-cnn-w{N}-r{REGIONS[region]}-load{load:03d}.npz"
 
 
-def fitted_slope(region: str) -> float:
-    """Seconds per unit load: least squares over the traces' mean durations."""
-    points = [load_trace(trace_path(region, load)) for load in LOADS]
-    return float(np.polyfit([r for _, r in points], [d.mean() for d, _ in points], 1)[0])
-
-
-def settings(name: str, max_s: int) -> list[Params]:
-    cfg = compose("sim", overrides=[f"scheme={name}", f"cluster.workers={N}"])
-    return [p for p in grid(cfg.scheme, N) if code_size(p) <= max_s]
-
-
-def build(name: str, params: Params) -> object:
-    cfg = compose("sim", overrides=[f"scheme={name}", f"cluster.workers={N}"])
-    return instantiate(cfg.scheme, n=N, **params)
+def network(recovery: str) -> NetworkConfig:
+    return NetworkConfig(policy="deadline", mu=1.0, recovery=recovery)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--probe-jobs", type=int, default=80)
-    parser.add_argument("--jobs", type=int, default=496)
-    parser.add_argument("--max-s", type=int, default=N, help="cap s (λ for SGC) of the grid")
+    parser.add_argument("--quick", action="store_true", help="16 probe jobs, 96 jobs")
+    parser.add_argument("--probe-jobs", type=int, default=None)
+    parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    probe_jobs = args.probe_jobs or (16 if args.quick else 80)
+    jobs = args.jobs or (96 if args.quick else 496)
+    load_kernels()
+    if TABLE.is_file():
+        against_public(public.rows(TABLE))
+        papers_search()
+    else:
+        print(f"no {TABLE}: the comparison with the public simulator is skipped")
     regions = [r for r in REGIONS if all(trace_path(r, load).is_file() for load in LOADS)]
     if not regions:
         raise SystemExit(f"no complete trace set under {TRACES}")
-    network = NetworkConfig(policy="deadline", mu=1.0)
-    slopes = {r: fitted_slope(r) for r in regions}
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        present = [s for s in SCHEMES if (CONF_DIR / "scheme" / f"{s}.yaml").is_file()]
-        schemes = [s for s in present if s in GRIDS]
-        skipped = sorted(set(SCHEMES) - set(schemes))
-        probes = {r: Trace(str(trace_path(r, 0)), slopes[r], base_load=0.0) for r in regions}
-        best: dict[tuple[str, str], tuple[float, Params, object]] = {}
-        for name in schemes:
-            for params in settings(name, args.max_s):
-                scheme = build(name, params)
-                for region in regions:
-                    probe = simulate(scheme, probes[region], network, args.probe_jobs, args.seed)
-                    key = (region, name)
-                    if key not in best or probe.total_time < best[key][0]:
-                        best[key] = (probe.total_time, params, scheme)
-    print(f"μ-rule μ=1, {args.probe_jobs} probe jobs, {args.jobs} jobs, s <= {args.max_s}")
+    probe_and_evaluate(regions, probe_jobs, jobs, args.seed)
+
+
+def against_public(rows: list[public.Row]) -> None:
+    """Table 1: their totals, gclab's in both modes, and why decodable differs."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for row in rows:
+        runs = {m: simulate(row.build(), row.delay(), network(m), row.jobs, 0) for m in MODES}
+        groups[row.trace.name.split("-")[1], row.slope, row.scheme].append((row, runs))
+    print("1. against the public simulator (load-0 traces, every row of PUBLIC_SIMULATOR.md)\n")
+    print("| trace | slope | scheme | rows | theirs (s) | wait_all − theirs | decodable − theirs "
+          "| why decodable differs (rounds, over the rows) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for (trace, slope, scheme), members in groups.items():
+        theirs = [row.total for row, _ in members]
+        exact = max(abs(r["wait_all"].total_time / row.total - 1) for row, r in members)
+        change = [round(100 * (r["decodable"].total_time / row.total - 1), 1) + 0.0
+                  for row, r in members]  # fmt: skip
+        why = reasons([(r["wait_all"], r["decodable"]) for _, r in members])
+        print(
+            f"| {trace} | {slope} | {scheme} | {len(members)} | {span(theirs, '.2f')} | "
+            f"{f'≤ {exact:.0e}' if exact else '0'} | {span(change, '+.1f')} % | {why} |"
+        )
+
+
+def reasons(pairs: list[tuple[SimResult, SimResult]]) -> str:
+    """Round-by-round causes of ``decodable`` ≠ ``wait_all`` (= theirs), counted."""
+    counts = defaultdict(int)
+    for papers, ours in pairs:
+        theirs = dict(zip(papers.index.tolist(), papers.durations.tolist()))
+        mine = dict(zip(ours.index.tolist(), ours.durations.tolist()))
+        counts["idle drain rounds not run"] += len(theirs.keys() - mine.keys())
+        counts["drain rounds run for repeats their waits made needless"] += len(
+            mine.keys() - theirs.keys()
+        )
+        for r in theirs.keys() & mine.keys():
+            if mine[r] < theirs[r]:
+                counts["end when the due job decodes, not at the slowest worker"] += 1
+            elif mine[r] > theirs[r]:
+                counts["recover a packet their rule leaves out"] += 1
+    listed = [f"{count} {cause}" for cause, count in counts.items() if count]
+    return "; ".join(listed) or "none: identical"
+
+
+def span(values: list[float], fmt: str) -> str:
+    low, high = min(values), max(values)
+    return f"{low:{fmt}}" if f"{low:{fmt}}" == f"{high:{fmt}}" else f"{low:{fmt}} … {high:{fmt}}"
+
+
+def papers_search() -> None:
+    """Table 2: the full search on their setting, best of each scheme, next to theirs."""
+    delay = Trace(str(trace_path("sydney", 0)), slope=2.2, base_load=0.0)
+    print("\n2. the papers' search: Sydney load 0, 16 jobs, slope 2.2, μ = 1, full grids\n")
+    print("| scheme | wait_all: best | total (s) | decodable: best | total (s) |")
+    print("|---|---|---|---|---|")
+    for name in SCHEMES:
+        cells = []
+        for mode in MODES:
+            best = search(scheme_option(name), N, delay, network(mode), 16, seed=0)[0]
+            cells.append(f"{shown(best.params)} | {best.result.total_time:.9f}")
+        print(f"| {name} | {' | '.join(cells)} |")
+    print("\ntheir search (PUBLIC_SIMULATOR.md; their GC tolerates s − 1 stragglers):")
+    for name, (setting, total) in public.search_best(TABLE).items():
+        print(f"- {name}: {setting or '–'} {total:.9f}")
+
+
+def probe_and_evaluate(regions: list[str], probe_jobs: int, jobs: int, seed: int) -> None:
+    """Table 3: choose on a probe of the load-0 trace, run on the other four."""
+    print(f"\n3. probe ({probe_jobs} jobs, load 0) then evaluate ({jobs} jobs, loads 25-100)")
     for region in regions:
-        print(f"\n{region}: slope {slopes[region]:.4f} s per unit load (evaluated on loads 25-100)")
-        print("| scheme | best params | load | probe time (s) | total time (s) | waits |")
-        print("|---|---|---|---|---|---|")
-        for name in schemes:
-            probe_time, params, scheme = best[(region, name)]
-            times, waits = [], []
-            for load in LOADS[1:]:
-                trace = Trace(str(trace_path(region, load)), slopes[region])
-                result = simulate(scheme, trace, network, args.jobs, args.seed)
-                times.append(result.total_time)
-                waits.append(result.waits)
-            shown = ", ".join(f"{k}={v}" for k, v in params.items()) or "–"
-            print(
-                f"| {name} | {shown} | {scheme.load:.6f} | {probe_time:.2f} | "
-                f"{np.mean(times):.2f} ± {np.std(times):.2f} | {np.mean(waits):.1f} |"
-            )
-    if skipped:
-        print(f"\nnot yet available (config or grid missing): {', '.join(skipped)}")
+        points = [load_trace(trace_path(region, load)) for load in LOADS]
+        slope = float(np.polyfit([r for _, r in points], [d.mean() for d, _ in points], 1)[0])
+        probe = Trace(str(trace_path(region, 0)), slope, base_load=0.0)
+        print(f"\n{region}: slope {slope:.4f} s per unit load\n")
+        print("| scheme | recovery | best params | load | probe (s) | total (s) | waits |")
+        print("|---|---|---|---|---|---|---|")
+        for name in SCHEMES:
+            node = scheme_option(name)
+            for mode in MODES:
+                best = search(node, N, probe, network(mode), probe_jobs, seed)[0]
+                scheme = instantiate_checked(node, n=N, **best.params)
+                runs = [
+                    simulate(scheme, Trace(str(trace_path(region, load)), slope), network(mode),
+                             jobs, seed)
+                    for load in LOADS[1:]
+                ]  # fmt: skip
+                times = [r.total_time for r in runs]
+                print(
+                    f"| {name} | {mode} | {shown(best.params)} | {scheme.load:.6f} | "
+                    f"{best.result.total_time:.2f} | {np.mean(times):.2f} ± {np.std(times):.2f} "
+                    f"| {np.mean([r.waits for r in runs]):.1f} |"
+                )
 
 
-def code_size(params: Params) -> int:
-    """The cyclic code a setting builds: ``s``, or ``λ`` for ``m_sgc``/``sr_sgc`` (whose GC
-    code has ``λ``, resp. ``⌈Bλ/(W−1+B)⌉ <= λ`` stragglers), bounded by ``--max-s``."""
-    return params.get("s", params.get("lam", 0))
+def shown(params: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "–"
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Composition root of ``python -m gclab``: validate, instantiate, train, record.
 
 Everything that can be wrong with a config is found here, before Ray starts, and
-reported as one sentence (``ConfigError``); nothing is written for a rejected run.
+reported as one sentence (``ConfigError``, exit code 2); nothing is written for a
+rejected run. Anything else that fails is a bug or the environment: its traceback
+shows (exit code 1, :mod:`gclab.cli`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import logging
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -17,16 +20,22 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
+from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
+from gclab.rundir import check_run_dir, config_text
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked
-from gclab.tracking.artifacts import load_checkpoint
+
+if TYPE_CHECKING:
+    from gclab.runtime.server import PoolFactory
 
 log = logging.getLogger("gclab")
+
+PREFIX = PREFIXES["config"]
 
 
 def _check(ok: bool, message: str) -> None:
@@ -73,6 +82,11 @@ def validate_train(train: DictConfig) -> None:
         train.target_accuracy is None or 0 < train.target_accuracy <= 1,
         f"train.target_accuracy={train.target_accuracy} must be in (0, 1] or null.",
     )
+    _check(
+        not train.stop_at_target or (train.target_accuracy is not None and train.eval_every > 0),
+        "train.stop_at_target=true needs a train.target_accuracy and train.eval_every > 0 "
+        f"(got target_accuracy={train.target_accuracy}, eval_every={train.eval_every}).",
+    )
 
 
 def build(cfg: DictConfig):
@@ -83,7 +97,6 @@ def build(cfg: DictConfig):
     from gclab.runtime.server import TrainingPlan
 
     validate_train(cfg.train)
-    instantiate_checked(cfg.model)  # dropped: built only so that a bad model.* fails before Ray
     cluster = instantiate_checked(cfg.cluster)
     scheme = instantiate_checked(cfg.scheme, n=cluster.workers)
     batch = cfg.train.batch_size
@@ -98,6 +111,15 @@ def build(cfg: DictConfig):
     logger = instantiate_checked(cfg.logger)
     source = instantiate_checked(cfg.data)
     data = source.load()
+    classes = cfg.model.num_classes
+    _check(
+        classes is None or classes == data.num_classes,
+        f"model.num_classes={classes} does not match the {data.num_classes} classes of the "
+        f"training data; leave it unset (null) and the model follows the data.",
+    )
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg["num_classes"] = data.num_classes
+    instantiate_checked(OmegaConf.create(model_cfg))  # dropped: a bad model.* fails before Ray
     shard = len(data.train_y) // scheme.k
     per_shard = batch // scheme.k
     _check(
@@ -115,8 +137,6 @@ def build(cfg: DictConfig):
     delay.check(scheme.n, jobs + scheme.T)
     protocol_class = WallClockProtocol if network.clock == "wall" else RoundProtocol
     protocol = protocol_class(network, delay, scheme.n, cfg.seed)
-    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    model_cfg["num_classes"] = data.num_classes
 
     def build_optimizer(flat):
         t = cfg.train
@@ -134,6 +154,7 @@ def build(cfg: DictConfig):
         batch_size=batch,
         num_jobs=jobs,
         eval_every=cfg.train.eval_every,
+        stop_at_target=cfg.train.stop_at_target,
         checkpoint_every=cfg.train.checkpoint_every,
         seed=cfg.seed,
         cluster=cluster,
@@ -141,41 +162,9 @@ def build(cfg: DictConfig):
         faults=Faults.parse(FaultConfig(**OmegaConf.to_container(cfg.faults)), scheme.n),
         resume=cfg.resume,
         models=scheme.T + 1 if cfg.train.pipeline is Pipeline.interleaved else 1,
+        stale_lr=cfg.train.stale_lr,
     )
     return plan, logger
-
-
-def config_text(cfg: DictConfig) -> str:
-    """The parts of a config that must not change when a run is resumed, as YAML."""
-    keep = {k: v for k, v in cfg.items() if k not in ("resume", "logger", "faults")}
-    return OmegaConf.to_yaml(OmegaConf.create(keep), resolve=True)
-
-
-def check_resume(cfg: DictConfig, run_dir: Path, scheme_T: int) -> None:
-    """``resume=true`` needs a checkpoint of the same config, and a T=0 scheme."""
-    path = run_dir / "checkpoint.pt"
-    _check(
-        path.is_file(),
-        f"resume=true but {path} does not exist; point hydra.run.dir at the run directory "
-        "to continue (its checkpoint.pt), or drop resume.",
-    )
-    _check(
-        scheme_T == 0,
-        f"resume=true needs a scheme with T=0 (its decoder holds no state between rounds); "
-        f"this scheme has T={scheme_T}.",
-    )
-    try:
-        saved = load_checkpoint(path).get("config")
-    except Exception as exc:  # arbitrary bytes make the unpickler raise almost anything
-        raise ConfigError(  # torch's own message suggests weights_only=False: unsafe advice
-            f"resume=true but {path} is not a readable gclab checkpoint ({type(exc).__name__}); "
-            "it may be truncated or from another program: restore it or drop resume."
-        ) from None
-    _check(
-        saved == config_text(cfg),
-        f"resume=true but the config differs from the one that wrote {path}; resume with "
-        "the same overrides (compare with .hydra/overrides.yaml).",
-    )
 
 
 def run(
@@ -184,35 +173,46 @@ def run(
     name: str | None = None,
     group: str | None = None,
     tags: list[str] | None = None,
+    start_pool: PoolFactory | None = None,
 ) -> dict:
-    """Train one configured run into ``run_dir``; returns the summary."""
+    """Train one configured run into ``run_dir``; returns the summary.
+
+    ``start_pool`` starts the workers (default: Ray actors, see
+    :func:`gclab.runtime.server.train`).
+    """
     from gclab.runtime.server import train
     from gclab.tracking.run import RunRecorder
 
+    check_run_dir(cfg, run_dir)
     plan, logger = build(cfg)
-    if cfg.resume:
-        check_resume(cfg, run_dir, plan.scheme.T)
     run_dir.mkdir(parents=True, exist_ok=True)
-    extra = {"scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n}
-    recorder = RunRecorder(run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg))
+    extra = {
+        "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
+        "num_jobs": plan.num_jobs,
+    }  # fmt: skip
+    recorder = RunRecorder(
+        run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),
+        checkpointed=cfg.train.checkpoint_every > 0,
+    )  # fmt: skip
     logger.start(
         OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
         run_dir,
         name or plan.scheme.describe(),
         group,
         tags or [],
+        resume=cfg.resume,
     )
     summary = None
     try:
-        summary = train(plan, recorder)
+        summary = train(plan, recorder, start_pool)
         return summary
     finally:
         recorder.close(summary, failed=summary is None)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float | None:
-    """Hydra entry point. In a sweep, a failing job is recorded and the sweep goes on."""
+def _hydra_main(cfg: DictConfig) -> float | None:
+    """Hydra's task function. In a sweep, a failing job is recorded and the sweep goes on."""
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode.name == "MULTIRUN"
@@ -229,13 +229,19 @@ def main(cfg: DictConfig) -> float | None:
     except Exception as exc:
         message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
         (run_dir / "error.txt").write_text(message + "\n", encoding="utf-8")
-        if multirun:  # report and let the sweep's other jobs run
-            log.error("job %s failed: %s", hydra_cfg.job.num, message)
-            print(f"gclab: error: {message}", file=sys.stderr)
-            return None
-        if isinstance(exc, ConfigError):
-            print(f"gclab: error: {message}", file=sys.stderr)
-            sys.exit(2)
-        raise
+        if not isinstance(exc, ConfigError):
+            if not multirun:
+                raise  # a bug or the environment: its traceback (exit code 1)
+            log.exception("job %s failed", hydra_cfg.job.num)
+        elif not multirun:
+            fail(PREFIX, message)
+        else:  # report and let the sweep's other jobs run
+            print(f"{PREFIX}{message}", file=sys.stderr)
+        return None
     log.info("summary: %s", summary)
     return summary.get("test_accuracy")
+
+
+def main() -> None:
+    """``python -m gclab``: bad input exits 2 with one line, anything else shows its traceback."""
+    run_app(_hydra_main, "config")

@@ -20,7 +20,7 @@ import gclab.ml.models
 import gclab.network
 import gclab.runtime.cluster
 import gclab.tracking.loggers  # noqa: F401
-from gclab.ml.optim import Schedule
+from gclab.ml.optim import Schedule, StaleLR
 from gclab.network.protocol import NetworkConfig
 from gclab.runtime.faults import FaultConfig
 
@@ -44,8 +44,10 @@ class TrainConfig:
     schedule: Schedule = Schedule.constant
     eval_every: int = 50  # rounds between test-set evaluations; 0 = never
     target_accuracy: float | None = None
+    stop_at_target: bool = False  # end the run at the first evaluation >= target_accuracy
     checkpoint_every: int = 100  # rounds between checkpoints (and at the end); 0 = never
     pipeline: Pipeline = Pipeline.stale
+    stale_lr: StaleLR = StaleLR.constant  # weight of a gradient tau updates stale: 1 or 1/(1+tau)
 
 
 @dataclass

@@ -40,7 +40,8 @@ def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
     """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper.
 
     A constructor's one-sentence ConfigError is what the user should read; Hydra wraps it
-    in an InstantiationException with the whole call in the message.
+    in an InstantiationException with the whole call in the message. Any other failure
+    is a bug, not bad input, and propagates as it is (with its traceback).
     """
     try:
         return instantiate(node, **kwargs)
@@ -48,9 +49,9 @@ def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
         cause: BaseException | None = exc
         while cause is not None and not isinstance(cause, ConfigError):
             cause = cause.__cause__
-        if cause is not None:
-            raise cause from None
-        raise ConfigError(f"cannot build {node.get('_target_')}: {exc}") from exc
+        if cause is None:
+            raise
+        raise cause from None
     except MissingMandatoryValue as exc:  # a ??? value, e.g. data=image_folder without root
         raise ConfigError(
             f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."

@@ -32,7 +32,11 @@ def ray_session() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def shared_cifar(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared CIFAR-10 copy as an ImageFolder tree (skips when it is absent)."""
+    """The shared CIFAR-10 copy as an ImageFolder tree (skips when it is absent).
+
+    Tests on it are marked ``shared``; the same code runs on generated CIFAR-shaped
+    trees in tests that need no shared files.
+    """
     script = SHARED / "data" / "make_cifar10.py"
     if not script.is_file():
         pytest.skip(f"shared CIFAR-10 not found at {script.parent}")

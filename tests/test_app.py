@@ -47,6 +47,8 @@ def test_wrong_type_fails_at_compose_time():
         compose_config(["train.batch_size=lots"])
     with pytest.raises(HydraCompositionError, match="schedule"):
         compose_config(["train.schedule=linear"])
+    with pytest.raises(HydraCompositionError, match="stale_lr"):
+        compose_config(["train.stale_lr=halved"])
 
 
 @pytest.mark.parametrize(
@@ -64,6 +66,11 @@ def test_wrong_type_fails_at_compose_time():
         ("train.epochs=0", r"train\.epochs=0"),
         ("train.eval_every=-1", r"train\.eval_every=-1"),
         ("train.target_accuracy=1.5", r"train\.target_accuracy=1\.5"),
+        ("train.stop_at_target=true", r"train\.stop_at_target=true needs a train\.target_acc"),
+        (
+            "train.stop_at_target=true train.target_accuracy=0.5",
+            r"stop_at_target=true needs .* train\.eval_every > 0 .*eval_every=0\)",
+        ),
         ("logger=wandb logger.mode=loud", r"logger\.mode='loud' is invalid"),
         ("data=image_folder data.root=/nonexistent", r"data\.root=/nonexistent has no train"),
     ],
@@ -78,6 +85,7 @@ def test_bad_values_raise_one_clear_sentence_before_ray(override, message):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_build_does_not_start_ray():
     """In a fresh process (the test session shares one Ray), building a run leaves Ray off."""
     script = (

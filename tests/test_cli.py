@@ -1,32 +1,80 @@
-"""``python -m gclab`` end to end, as a user runs it (subprocesses, real Ray, offline W&B)."""
+"""``python -m gclab`` end to end, as a user runs it (subprocesses, real Ray, offline W&B),
+and what the command line prints when a run fails (:mod:`gclab.cli`)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
 
+from gclab import CONF_DIR
+from gclab.cli import one_line, other_app
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY
 from helpers.net import free_port
 from helpers.raycluster import ray_cluster
 
-pytestmark = pytest.mark.slow
+REPO = CONF_DIR.parents[1]
+
+
+def composition_error(overrides: list[str]) -> ConfigCompositionException:
+    with (
+        pytest.raises(ConfigCompositionException) as info,
+        initialize_config_dir(str(CONF_DIR), version_base="1.3"),
+    ):
+        compose("config", overrides=overrides)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (["train.lrr=0.1"], "Could not override 'train.lrr': Key 'lrr' not in 'TrainConfig'. "
+         "To append to your config use +train.lrr=0.1."),
+        (["train.batch_size=lots"], "Error merging override train.batch_size=lots: Value 'lots' "
+         "of type 'str' could not be converted to Integer."),
+        (["scheme=nope"], "In 'config': Could not find 'scheme/nope'. Available options in "
+         "'scheme': cce_cr, cce_fr, classic_cr, classic_fr, ignore_stragglers, m_sgc, "
+         "pipelined_cr, pipelined_fr, sr_sgc, uncoded."),
+    ],
+    ids=["misspelt-key", "wrong-type", "unknown-option"],
+)  # fmt: skip
+def test_schema_errors_read_as_one_line(overrides: list[str], line: str) -> None:
+    assert one_line(composition_error(overrides)) == line
+
+
+def test_an_experiment_of_one_app_is_refused_by_the_other_in_one_sentence() -> None:
+    composition_error(["experiment=lambda_traces"])  # what the sentence replaces
+    assert other_app("config", ["train.rounds=3", "experiment=lambda_traces"]) == (
+        "experiment=lambda_traces belongs to the simulator "
+        "(gclab/conf/experiment/lambda_traces.yaml): run it with python -m gclab.sim "
+        "experiment=lambda_traces."
+    )
+    assert other_app("sim", ["experiment=smoke"]).endswith(
+        "run it with python -m gclab experiment=smoke."
+    )
+    assert other_app("config", ["experiment=smoke"]) is None  # its own app: not the problem
+    assert other_app("config", ["-m", "experiment=smoke,packet_loss_sweep"]) is None
+    assert other_app("config", ["train.lrr=1"]) is None
 
 
 def gclab(
-    *args: str, cwd=None, timeout: float = 240, env: dict | None = None
+    *args: str, cwd=None, timeout: float = 240, env: dict | None = None, module: str = "gclab"
 ) -> subprocess.CompletedProcess:
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "gclab", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_run_writes_metrics_summary_checkpoint_and_offline_wandb(tmp_path):
     out = tmp_path / "run"
     overrides = [o for o in TINY if not o.startswith("logger")]
@@ -51,6 +99,7 @@ def test_run_writes_metrics_summary_checkpoint_and_offline_wandb(tmp_path):
     assert (out / ".hydra" / "config.yaml").is_file()
 
 
+@pytest.mark.slow
 def test_short_synthetic_run_learns_well_above_chance(tmp_path):
     proc = gclab(
         "data=synthetic", "data.train_size=2048", "data.test_size=512", "model.width=16",
@@ -62,6 +111,7 @@ def test_short_synthetic_run_learns_well_above_chance(tmp_path):
     assert summary["test_accuracy"] > 0.5  # chance is 0.1
 
 
+@pytest.mark.slow
 def test_bad_value_exits_with_one_sentence_before_ray(tmp_path):
     proc = gclab(*TINY, "cluster.workers=0", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
@@ -70,6 +120,7 @@ def test_bad_value_exits_with_one_sentence_before_ray(tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_help_lists_the_config_groups():
     proc = gclab("--help", timeout=60)
     assert proc.returncode == 0
@@ -77,6 +128,7 @@ def test_help_lists_the_config_groups():
         assert f"{group}:" in proc.stdout or f"{group}/" in proc.stdout
 
 
+@pytest.mark.slow
 def test_cluster_ray_joins_a_real_head_node(tmp_path):
     with ray_cluster(2) as (address, auth):
         proc = gclab(
@@ -87,6 +139,7 @@ def test_cluster_ray_joins_a_real_head_node(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["nodes"] == 1
 
 
+@pytest.mark.slow
 def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path):
     """Two Ray nodes of 2 CPUs: both actors fit on one, so only ``spread`` uses both."""
     runs = {}
@@ -106,6 +159,57 @@ def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path):
     assert all(torch.equal(spread[k], pack[k]) for k in spread)
 
 
+#: Holds ``argv[2]`` CPUs of the cluster at ``argv[1]`` until the cluster stops.
+HOLD_CPUS = """
+import sys, ray
+from ray.util.placement_group import placement_group
+ray.init(address=sys.argv[1], log_to_driver=False)
+group = placement_group([{"CPU": float(sys.argv[2])}], lifetime="detached")
+ray.get(group.ready(), timeout=120)
+"""
+
+
+def refusal(run_dir, *overrides: str, env: dict[str, str]) -> str:
+    """The one line of a run that ended before round 0 (exit 2, no traceback, no round)."""
+    proc = gclab(*TINY, *overrides, f"hydra.run.dir={run_dir}", env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    metrics = run_dir / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # no round ran
+    return proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentence(tmp_path):
+    """On a 2-CPU node: 4 actors of 1 CPU are more than it has, refused at once; 2 such
+    actors while another client holds both CPUs wait for them until cluster.timeout."""
+    with ray_cluster(2) as (address, auth):
+        ray = ["cluster=ray", f"cluster.address={address}", "cluster.timeout=10"]
+        start = time.monotonic()
+        never = refusal(tmp_path / "never", *ray, "cluster.workers=4", "cluster.actors=4",
+                        env=auth)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-c", HOLD_CPUS, address, "2"],
+            check=True, capture_output=True, timeout=180, env={**os.environ, **auth},
+        )  # fmt: skip
+        busy = refusal(tmp_path / "busy", *ray, "cluster.workers=2", "cluster.actors=2",
+                       env=auth)  # fmt: skip
+    assert never == (
+        "gclab: error: the worker actors can never start: they ask for 4 CPUs "
+        "(cluster.actors=4 x cluster.worker_cpus=1) while the Ray cluster has 2 CPUs "
+        "(at most 2 on one node); lower cluster.worker_cpus/worker_gpus or "
+        "cluster.actors, or add nodes."
+    )
+    assert busy == (
+        "gclab: error: 2 of the 2 worker actors did not start within 10 s: they ask for "
+        "2 CPUs (cluster.actors=2 x cluster.worker_cpus=1) while the Ray cluster had "
+        "0 of its 2 CPUs free; lower cluster.worker_cpus/worker_gpus or "
+        "cluster.actors, or add nodes."
+    )
+    assert time.monotonic() - start < 180  # the deadline, not a wait for resources
+
+
+@pytest.mark.slow
 def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):
     start = time.time()
     proc = gclab(
@@ -117,6 +221,7 @@ def test_cluster_ray_with_nobody_listening_fails_clearly_and_quickly(tmp_path):
     assert time.time() - start < 90
 
 
+@pytest.mark.slow
 def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     proc = gclab(
         "-m", *TINY, "train.rounds=2", "cluster.workers=2,0", f"hydra.sweep.dir={tmp_path}",
@@ -129,6 +234,7 @@ def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     assert not (bad / "summary.json").exists() and not (good / "error.txt").exists()
 
 
+@pytest.mark.slow
 def test_sweep_over_schemes_with_a_shared_key_runs_every_job_with_it(tmp_path):
     proc = gclab(
         "-m", *TINY, "train.rounds=2", "scheme=classic_cr,pipelined_cr", "scheme.s=1",
@@ -140,3 +246,71 @@ def test_sweep_over_schemes_with_a_shared_key_runs_every_job_with_it(tmp_path):
         assert summary["scheme"] == scheme and summary["jobs"] == 2
         config = (tmp_path / str(job) / ".hydra" / "config.yaml").read_text()
         assert "  s: 1\n" in config
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("module", "target", "args"),
+    [
+        ("gclab", "gclab.ml.models.SmallCNN", [*TINY]),
+        ("gclab.sim", "gclab.network.bernoulli.Bernoulli", ["delay=bernoulli", "sim.jobs=3"]),
+    ],
+)
+def test_a_bug_shows_its_traceback_and_exits_1(tmp_path, module, target, args):
+    """A constructor that fails with an error that is not a ConfigError is a bug, not bad input."""
+    owner, name = target.rsplit(".", 1)
+    script = (
+        f"import runpy, sys; import {owner} as m\n"
+        "def broken(*args, **kwargs): raise ZeroDivisionError('injected bug')\n"
+        f"m.{name}.__init__ = broken\n"
+        f"sys.argv = ['{module}', *sys.argv[1:]]\n"
+        f"runpy.run_module('{module}', run_name='__main__')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args, f"hydra.run.dir={tmp_path}"],
+        capture_output=True, text=True, timeout=240,
+        env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" in proc.stderr and "ZeroDivisionError: injected bug" in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert not any(line.startswith(("gclab: error:", "gclab.sim:")) for line in lines)
+
+
+@pytest.mark.slow
+def test_a_built_wheel_runs_both_apps_from_any_directory(tmp_path):
+    """The configs ship inside the package: no source tree needed, only the wheel."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.cfg", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for package in ("gclab", "hydra_plugins"):
+        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist"]
+    subprocess.run(build, check=True, capture_output=True, timeout=300)
+    (wheel,) = (tmp_path / "dist").glob("gclab-*.whl")
+    target = tmp_path / "site"
+    subprocess.run(
+        [*pip, "install", "--target", target, "--no-deps", wheel],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(target)}  # dependencies from site-packages
+    where = subprocess.run(
+        [sys.executable, "-c", "import gclab; print(gclab.__file__)"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert where.stdout.startswith(str(target))  # the wheel's copy, not the source tree
+    job = gclab("--cfg", "job", cwd=elsewhere, env=env, timeout=120)
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert "scheme:" in job.stdout and "train:" in job.stdout
+    launcher = gclab("hydra/launcher=ray", "--cfg", "hydra", "-p", "hydra.launcher._target_",
+                     cwd=elsewhere, env=env, timeout=120)  # fmt: skip
+    assert launcher.returncode == 0, launcher.stderr[-2000:]
+    assert "gclab_launcher.ray_launcher.RayLauncher" in launcher.stdout  # the plugin shipped
+    sim = gclab("sim.jobs=5", f"hydra.run.dir={tmp_path / 'sim'}", cwd=elsewhere, env=env,
+                module="gclab.sim", timeout=120)  # fmt: skip
+    assert sim.returncode == 0, sim.stderr[-2000:]
+    assert json.loads((tmp_path / "sim" / "summary.json").read_text())["jobs"] == 5

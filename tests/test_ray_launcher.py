@@ -1,7 +1,8 @@
 """``hydra/launcher=ray``: sweeps of both apps as parallel Ray tasks, end to end.
 
 Each case starts its own private Ray (subprocesses, as a user runs them); a sweep's
-jobs land in the same directories with the same files as with the basic launcher.
+jobs land in the same directories with the same files as with the basic launcher. How
+many jobs run at once is decided before Ray matters, and tested without it.
 """
 
 import json
@@ -13,11 +14,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from helpers.config import TINY
+import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
+from helpers.config import TINY, compose_config
 from helpers.raycluster import ray_cluster
 from helpers.wandb_records import read_run
-
-pytestmark = pytest.mark.slow
+from hydra_plugins.gclab_launcher.ray_launcher import RayLauncher
 
 RAY = "hydra/launcher=ray"
 
@@ -32,6 +33,29 @@ def app(
     )  # fmt: skip
 
 
+def test_jobs_in_flight_are_as_many_as_the_cluster_holds_at_once() -> None:
+    """Each training job holds its actors' CPUs: one waiting inside Ray for another's
+    would run out its start-up deadline, so the launcher holds it back instead."""
+    launcher = RayLauncher()
+    jobs = [
+        compose_config([*TINY, f"cluster.workers={n}", "cluster.worker_cpus=1"]) for n in (2, 4)
+    ]
+    assert launcher._room(jobs, {"CPU": 8.0}) == 2  # by the 4-actor job's 4 CPUs
+    assert launcher._room(jobs, {"CPU": 3.0}) == 1  # one at a time, never none
+    packed = compose_config([*TINY, "cluster.workers=4", "cluster.worker_cpus=0.5"])
+    assert launcher._room([packed], {"CPU": 2.0}) == 2  # 2 actors (one per core): 1 CPU
+    wall = compose_config(
+        [*TINY, "network.clock=wall", "cluster.workers=4", "cluster.worker_cpus=0.5"]
+    )
+    assert launcher._room([wall], {"CPU": 2.0}) == 1  # one actor per worker: 2 CPUs
+    bad = compose_config([*TINY, "cluster.workers=0"])  # reports its own error: holds nothing
+    assert launcher._room([bad], {"CPU": 2.0}) == 1
+    sims = [compose_config(["sim.jobs=3"], name="sim")] * 3
+    assert launcher._room(sims, {"CPU": 2.0}) == 2  # a CPU each
+    assert RayLauncher(num_cpus=0.5)._room(sims, {"CPU": 2.0}) == 4
+
+
+@pytest.mark.slow
 def test_simulator_sweep_in_parallel_writes_what_the_serial_one_writes(tmp_path: Path) -> None:
     sweep = ["-m", "scheme=classic_cr,pipelined_cr", "scheme.s=1", "cluster.workers=8,0",
              "sim.jobs=30", "delay=bernoulli", "delay.p=0.1"]  # fmt: skip
@@ -51,6 +75,7 @@ def test_simulator_sweep_in_parallel_writes_what_the_serial_one_writes(tmp_path:
     assert (tmp_path / "ray" / "summary.csv").is_file()
 
 
+@pytest.mark.slow
 def test_training_sweep_in_parallel_keeps_errors_and_wandb_groups(tmp_path: Path) -> None:
     overrides = [o for o in TINY if not o.startswith("logger")]
     proc = app(
@@ -76,6 +101,7 @@ def test_training_sweep_in_parallel_keeps_errors_and_wandb_groups(tmp_path: Path
     assert report.returncode == 0, report.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_training_sweep_runs_on_the_cluster_at_cluster_address(tmp_path: Path) -> None:
     """``cluster=ray``: the launcher joins ``cluster.address`` and the jobs' actors with it."""
     with ray_cluster(2, 2) as (address, auth):
@@ -111,6 +137,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_a_job_whose_process_dies_gets_error_txt_and_the_others_finish(tmp_path: Path) -> None:
     (tmp_path / "crashing.py").write_text(CRASHING_APP)
     proc = subprocess.run(

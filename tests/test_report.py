@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
@@ -26,6 +27,7 @@ from matplotlib.image import imread
 import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
 from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, write_report
+from gclab.report.groups import groups
 from gclab.report.runs import loss_rate
 from helpers.config import compose_config
 
@@ -184,21 +186,34 @@ def test_training_sweep_report_matches_summaries_and_metrics(tmp_path: Path) -> 
         assert_png(sweep / name)
 
 
-def test_report_refuses_what_is_not_a_sweep(tmp_path: Path) -> None:
+def test_report_refuses_what_holds_no_run(tmp_path: Path) -> None:
     proc = cli("gclab.report", str(tmp_path / "missing"))
     assert proc.returncode == 2
     assert proc.stderr.startswith("gclab.report: error:") and "not a directory" in proc.stderr
     assert "Traceback" not in proc.stderr
     with pytest.raises(SweepError, match="not a Hydra sweep folder"):
         load_sweep(tmp_path)
-    job(tmp_path / "run", [])
-    with pytest.raises(SweepError, match="single run"):
-        load_sweep(tmp_path / "run")
+    job(tmp_path / "a" / "0", [])
+    for args, message in [
+        ([str(tmp_path / "a"), str(tmp_path / "a")], "several folders given; say where to write"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "x", "--target", "1.5"], "1.5"),
+        ([str(tmp_path / "a"), "--baseline", "uncoded"], "--baseline compares times to target"),
+    ]:
+        proc = cli("gclab.report", *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_single_runs_and_folders_of_sweeps_are_read_too(tmp_path: Path) -> None:
     for name in ("a", "b"):
-        job(tmp_path / "day" / name / "0", [])
+        for num in (1, 0):
+            job(tmp_path / "day" / name / str(num), [f"scheme.s={num}"], num=num)
         (tmp_path / "day" / name / "multirun.yaml").write_text("{}")
-    with pytest.raises(SweepError, match="holds sweeps"):
-        load_sweep(tmp_path / "day")
+    assert [r.job for r in load_sweep(tmp_path / "day").runs] == ["a/0", "a/1", "b/0", "b/1"]
+    assert [r.job for r in load_sweep(tmp_path / "day" / "a" / "1").runs] == ["1"]
+    sweep = load_sweep(tmp_path / "day" / "b", tmp_path / "day" / "a" / "1")
+    assert sweep.path == (tmp_path / "day").resolve()
+    assert [r.job for r in sweep.runs] == ["b/0", "b/1", "a/1"]  # in the order given
 
 
 # --- hand-made job folders ---------------------------------------------------------------
@@ -361,5 +376,130 @@ def test_experiments_compose_for_their_app() -> None:
     assert traces.network.policy == "deadline" and traces.scheme.s is not None
     paths = [p.strip() for p in traces.hydra.sweeper.params["delay.path"].split(",")]
     assert len(paths) == 4 and all(p.startswith("../shared/traces/lambda-") for p in paths)
-    if (REPO.parent / "shared" / "traces").is_dir():  # relative to the repository root
-        assert all((REPO / path).is_file() for path in paths), paths
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_lambda_traces_experiment_points_at_the_shared_traces() -> None:
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        traces = compose("sim", ["experiment=lambda_traces"], return_hydra_config=True)
+    paths = [p.strip() for p in traces.hydra.sweeper.params["delay.path"].split(",")]
+    if not (REPO.parent / "shared" / "traces").is_dir():
+        pytest.skip("the shared traces are absent")
+    assert all((REPO / path).is_file() for path in paths), paths  # relative to the repo root
+
+
+# --- studies: runs grouped over seeds ------------------------------------------------------
+
+GE = "gclab.network.gilbert_elliott.GilbertElliott"
+T_975 = {1: 12.706204736174698, 2: 4.302652729911275}  # Student t quantiles (tables)
+
+
+def study_run(
+    root: Path, scheme: str, delay: dict[str, Any], seed: int, times: list[float],
+    accuracy: list[float], failed: bool = False,
+) -> Path:  # fmt: skip
+    """A finished (or failed) training run of a study, laid out as the study runner does."""
+    option = "bernoulli" if delay["_target_"] == BERNOULLI else "gilbert_elliott"
+    keys = [f"delay.{k}={v}" for k, v in delay.items() if k != "_target_"]
+    scheme_keys = ["scheme.s=1"] if scheme != "uncoded" else []
+    evals = records(*({"kind": "eval", "virtual_time": t, "test_accuracy": a}
+                      for t, a in zip(times, accuracy)))  # fmt: skip
+    return job(
+        root / scheme / f"{option}{'-'.join(keys)}" / f"seed{seed}",
+        [f"scheme={scheme}", *scheme_keys, f"delay={option}", *keys, f"seed={seed}"],
+        num=None, choices={"scheme": scheme, "delay": option},
+        config={"seed": seed, "scheme": {"name": scheme}, "delay": delay},
+        summary=None if failed else {"scheme": scheme, "test_accuracy": accuracy[-1],
+                                     "total_virtual_time": times[-1]},
+        metrics=None if failed else evals, error="RuntimeError: boom" if failed else None,
+    )  # fmt: skip
+
+
+def make_study(root: Path) -> None:
+    """uncoded and classic_fr, 3 seeds each, at Bernoulli 0 and 0.1 (one classic_fr seed
+    failed at 0.1; uncoded's seed 2 never reaches 0.5 there), and one classic_fr seed
+    under Gilbert–Elliott bursts at the same mean loss rate."""
+    no_loss, loss = {"_target_": BERNOULLI, "p": 0.0}, {"_target_": BERNOULLI, "p": 0.1}
+    for k in range(3):
+        study_run(root, "uncoded", no_loss, k, [10 + k, 20 + k, 30 + k], [0.3, 0.5 + k / 100, 0.7])
+        study_run(root, "classic_fr", no_loss, k, [5 + k, 15 + k, 25 + k], [0.4, 0.6, 0.7])
+        last = 0.49 if k == 2 else 0.55
+        study_run(root, "uncoded", loss, k, [20 + 2 * k, 40 + 2 * k, 60 + 2 * k], [0.3, 0.45, last])
+        study_run(root, "classic_fr", loss, k, [6 + k, 16 + k, 26 + k], [0.4, 0.6, 0.7], k == 2)
+    bursts = {"_target_": GE, "loss_rate": 0.1, "burst_length": 3}
+    study_run(root, "classic_fr", bursts, 0, [7, 17, 27], [0.4, 0.6, 0.7])
+
+
+def half_width(values: list[float]) -> float:
+    x = np.asarray(values)
+    return T_975[len(x) - 1] * x.std(ddof=1) / math.sqrt(len(x))
+
+
+def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path) -> None:
+    make_study(tmp_path / "study")
+    out = tmp_path / "report"
+    proc = cli("gclab.report", str(tmp_path / "study"), "--out", str(out), "--target", "0.5",
+               "--baseline", "uncoded")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "13 runs (1 failed)" in proc.stdout
+
+    rows = {
+        (r["series"], r["delay"], r["loss_rate"]): r for r in read_csv(out / "time_to_target.csv")
+    }
+    assert list(rows) == [  # by loss setting, then series (as the run folders order them)
+        ("classic_fr", "bernoulli", "0.0"), ("uncoded", "bernoulli", "0.0"),
+        ("classic_fr", "bernoulli", "0.1"), ("uncoded", "bernoulli", "0.1"),
+        ("classic_fr", "gilbert_elliott", "0.1"),
+    ]  # fmt: skip
+    first = rows["uncoded", "bernoulli", "0.0"]
+    assert json.loads(first["times"]) == [20.0, 21.0, 22.0] and first["reached"] == "3"
+    assert float(first["mean"]) == 21.0 and float(first["min"]) == 20.0
+    assert float(first["ci95_high"]) == pytest.approx(21.0 + half_width([20, 21, 22]))
+    lossy = rows["uncoded", "bernoulli", "0.1"]
+    assert json.loads(lossy["times"]) == [60.0, 62.0, None] and lossy["reached"] == "2"
+    assert float(lossy["ci95_low"]) == pytest.approx(61.0 - half_width([60, 62]))
+    fr = rows["classic_fr", "bernoulli", "0.1"]
+    assert (fr["runs"], fr["finished"], fr["reached"], fr["pairs"]) == ("3", "2", "2", "2")
+    assert (json.loads(fr["seeds"]), json.loads(fr["times"])) == ([0, 1], [16.0, 17.0])
+    ratios = [60 / 16, 62 / 17]  # paired by seed: uncoded's time over classic_fr's
+    assert float(fr["speedup_mean"]) == pytest.approx(np.mean(ratios))
+    assert float(fr["speedup_ci95_high"]) == pytest.approx(np.mean(ratios) + half_width(ratios))
+    assert rows["classic_fr", "gilbert_elliott", "0.1"]["ci95_low"] == "17.0"  # one seed
+
+    table = [r for r in markdown_rows(out / "summary.md") if "reached" in r]
+    columns = ("scheme", "reached", "time to target (s)", "range (s)")
+    assert [tuple(r[c] for c in columns) for r in table] == [
+        ("classic_fr", "3/3", f"16.0 ± {half_width([15, 16, 17]):.1f}", "15.0–17.0"),
+        ("uncoded", "3/3", f"21.0 ± {half_width([20, 21, 22]):.1f}", "20.0–22.0"),
+        ("classic_fr", "2/2", f"16.5 ± {half_width([16, 17]):.1f}", "16.0–17.0"),
+        ("uncoded", "2/3", f"61.0 ± {half_width([60, 62]):.1f}", "60.0–62.0"),
+        ("classic_fr", "1/1", "17.0", "17.0–17.0"),
+    ]  # fmt: skip
+    speed = [20 / 15, 21 / 16, 22 / 17]
+    assert table[0]["speed-up vs uncoded"] == (
+        f"{np.mean(speed):.2f} ± {half_width(speed):.2f} (3 pairs)"
+    )
+    assert table[1]["speed-up vs uncoded"] == "1.00 ± 0.00 (3 pairs)"
+    assert table[4]["speed-up vs uncoded"] == "–"  # no uncoded run under these bursts
+
+    curves = [r for r in read_csv(out / "curves.csv") if r["series"] == "uncoded"]
+    grid = [float(r["virtual_time"]) for r in curves if r["loss_rate"] == "0.0"]
+    assert grid == [12.0, 20.0, 21.0, 22.0, 30.0]  # every seed's times in [12, 30]
+    at_12 = [0.3 + 0.2 * 0.2, 0.3 + 0.21 * 0.1, 0.3]  # linear between evaluations
+    assert float(curves[0]["accuracy_mean"]) == pytest.approx(np.mean(at_12))
+    assert float(curves[0]["band_high"]) == pytest.approx(np.mean(at_12) + half_width(at_12))
+    assert {r["seeds"] for r in curves} == {"3"} and {r["band"] for r in curves} == {"ci"}
+    for name in ("accuracy_vs_time.png", "total_time.png"):
+        assert_png(out / name)
+
+
+def test_range_band_and_a_study_without_target(tmp_path: Path) -> None:
+    make_study(tmp_path)
+    sweep = load_sweep(tmp_path)
+    assert [g.label for g in groups(sweep)][:2] == ["classic_fr", "uncoded"]  # s=1: all coded
+    written = {p.name for p in write_report(sweep, tmp_path / "out", band="range")}
+    assert "time_to_target.csv" not in written and "curves.csv" in written
+    first = next(r for r in read_csv(tmp_path / "out" / "curves.csv") if r["series"] == "uncoded")
+    assert (float(first["band_low"]), float(first["band_high"])) == pytest.approx((0.3, 0.34))
+    assert "Time to test accuracy" not in (tmp_path / "out" / "summary.md").read_text()

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -58,11 +58,25 @@ Plan = tuple[tuple[Task, ...], ...]
 
 
 class Encoder(ABC):
-    """Worker-side encoder; may keep state across rounds (buffers, kept packets)."""
+    """Worker-side encoder; may keep state across rounds (running sums of earlier jobs)."""
 
     @abstractmethod
     def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
         """Turn this round's partial gradients (one per planned task) into one packet."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the encoder carries from round to round, as numpy arrays and plain values.
+
+        A checkpoint stores it between rounds, and :meth:`load_state_dict` on a fresh
+        encoder of the same worker then encodes the next rounds exactly as this one
+        would (a resumed run). Stateless encoders keep the default: nothing.
+        """
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (from :meth:`state_dict` of an encoder of this worker)."""
+        for name, value in state.items():
+            setattr(self, name, value)
 
 
 class Decoder(ABC):
@@ -73,6 +87,10 @@ class Decoder(ABC):
     this mode, the runtime the real one, so both see the same decodability.
     """
 
+    #: Attributes that carry state from round to round: everything :meth:`state_dict`
+    #: saves. Caches that are rebuilt on demand stay out.
+    STATE: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, scheme: Scheme, grad_size: int | None) -> None:
         self.scheme = scheme
         self.grad_size = grad_size
@@ -80,6 +98,22 @@ class Decoder(ABC):
     @property
     def symbolic(self) -> bool:
         return self.grad_size is None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The decoder's state between rounds (:attr:`STATE`): packets it keeps, jobs it
+        decoded or is still waiting for, plans it froze; numpy arrays and plain values.
+
+        A checkpoint stores it after a round; :meth:`load_state_dict` on a fresh decoder
+        of the same scheme then continues exactly where this one stopped (a resumed run
+        of a scheme with T > 0 needs the packets of jobs not decoded yet). The values are
+        the decoder's own objects, not copies: save them before the next round.
+        """
+        return {name: getattr(self, name) for name in self.STATE}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (:meth:`state_dict` of a decoder of the same scheme)."""
+        for name in self.STATE:
+            setattr(self, name, state[name])
 
     @abstractmethod
     def plan(self, round: int) -> Plan:
@@ -119,6 +153,15 @@ class Decoder(ABC):
 
         The round protocol retransmits or waits for these, in this order, when a job
         is due but not decodable.
+        """
+
+    @abstractmethod
+    def serves(self, round: int, jobs: int) -> bool:
+        """Whether ``round``'s packets would carry work for a job ``< jobs`` not decoded yet.
+
+        Engines skip a round that serves no such job (after the last job starts, a round
+        may have nothing left to do) and end the run when every job is decoded. A
+        decoder with dynamic plans freezes the round's plan here, as :meth:`plan` does.
         """
 
 
@@ -165,6 +208,16 @@ class Scheme(ABC):
         earlier jobs decoded. For ``T = 0`` a 1-D array of length ``n`` is accepted too.
         """
 
+    def straggler_model(self) -> StragglerModel:
+        """The straggler model the scheme is designed for, checked round by round.
+
+        ``network.recovery=wait_all`` (the SGC papers' rule) closes a round on time only
+        if this model admits the round's erasures, and otherwise waits for every packet.
+        The default applies :meth:`tolerates` to every job whose window holds the round
+        (:class:`WindowModel`); schemes whose model has its own memory override this.
+        """
+        return WindowModel(self)
+
     @abstractmethod
     def encoder(self, worker: int) -> Encoder:
         """A fresh encoder for ``worker``."""
@@ -180,6 +233,65 @@ class Scheme(ABC):
     def _check_workers(self, n: int) -> None:
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise ConfigError(f"cluster.workers={n!r} is invalid: it must be an integer >= 1.")
+
+
+class StragglerModel(ABC):
+    """A scheme's straggler model as the round protocol checks it (``network.recovery=wait_all``).
+
+    Each round the protocol asks :meth:`admits` whether the round's erasures at the
+    close (late or lost packets) fit the model, given the rounds before; then it calls
+    :meth:`settle` with the straggler pattern the round leaves behind: those erasures
+    if admitted, none if the master waited for every packet. One instance serves one run.
+    """
+
+    def __init__(self, scheme: Scheme) -> None:
+        self.scheme = scheme
+
+    @abstractmethod
+    def admits(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        """Whether the erasures ``erased`` (``bool [n]``) of ``round`` fit the model."""
+
+    @abstractmethod
+    def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
+        """Record ``round``'s straggler pattern ``erased`` for the checks of later rounds."""
+
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        """Whether the papers' master runs ``round`` of a run of ``jobs`` jobs.
+
+        By default when it serves a job not decoded yet (:meth:`Decoder.serves`), the
+        rule of ``network.recovery=decodable`` too; a scheme whose published simulator
+        charges other rounds says so here.
+        """
+        return decoder.serves(round, jobs)
+
+
+class WindowModel(StragglerModel):
+    """:meth:`Scheme.tolerates` on the window of every job that the round belongs to.
+
+    Job ``j`` uses rounds ``j .. j+T``; the round's erasures are admitted if, for every
+    such job, the erasures of its rounds so far (later rounds taken as erasure-free)
+    are tolerated. With ``T = 0`` this is :meth:`Scheme.tolerates` of the round alone;
+    for the job due in the round it is the exact predicate of its whole window.
+    """
+
+    def __init__(self, scheme: Scheme) -> None:
+        super().__init__(scheme)
+        self.history: dict[int, np.ndarray] = {}
+
+    def admits(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        T, n = self.scheme.T, self.scheme.n
+        for job in range(max(0, round - T), round + 1):
+            window = np.zeros((T + 1, n), dtype=bool)
+            for q in range(job, round):
+                window[q - job] = self.history.get(q, False)
+            window[round - job] = erased
+            if not self.scheme.tolerates(window):
+                return False
+        return True
+
+    def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
+        self.history[round] = np.array(erased, dtype=bool)
+        self.history.pop(round - self.scheme.T, None)
 
 
 # ---------------------------------------------------------------------------------------
@@ -363,6 +475,8 @@ def as_streams(vector: np.ndarray, m: int, pairs: bool = False) -> np.ndarray:
 class LinearDecoder(Decoder):
     """Decoder of a :class:`LinearScheme`: job r is decoded from round r's packets."""
 
+    STATE = ("_arrived", "_decoded")
+
     def __init__(self, scheme: LinearScheme, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
         self.scheme: LinearScheme = scheme
@@ -423,6 +537,9 @@ class LinearDecoder(Decoder):
             return []
         have = self._arrived.get(job, {})
         return [(job, w) for w in range(self.scheme.n) if w not in have]
+
+    def serves(self, round: int, jobs: int) -> bool:
+        return round < jobs and round not in self._decoded
 
 
 #: Stream positions combined per pass (at most): ``packets × chunk`` float64 values stay in cache.

@@ -46,9 +46,9 @@ window, so it is exact: it *is* decodability.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -230,20 +230,20 @@ class StreamScheme(Scheme):
 
 
 class AccumulatingEncoder(Encoder):
-    """§5.3 worker state: ``T + 1`` running accumulators and the last ``T + 1`` packets.
+    """§5.3 worker state: ``T + 1`` running accumulators.
 
     After computing job ``τ`` it adds ``G_k[j, w]·g_j(τ)`` into ``acc[k]``, sends ``acc[0]``
-    and shifts: memory ``(2T + 2)·l``, never the raw partials of earlier jobs. The
-    accumulators keep the partials' dtype (float64 ones would double that memory), so at
-    ``T = 0`` a packet can differ from the classic encoder's, which rounds a float64 sum
-    once, by one float32 rounding.
+    and shifts: memory ``(T + 1)·l``, never the raw partials of earlier jobs. A packet
+    the master needs again is recomputed or retransmitted by the runtime, not kept here.
+    The accumulators keep the partials' dtype (float64 ones would double that memory), so
+    at ``T = 0`` a packet can differ from the classic encoder's, which rounds a float64
+    sum once, by one float32 rounding.
     """
 
     def __init__(self, coefficients: np.ndarray, T: int) -> None:
         self.coefficients = coefficients  # [k (parts), T+1]
         self.T = T
         self.acc: list[np.ndarray] | None = None
-        self.sent: deque[tuple[int, np.ndarray]] = deque(maxlen=T + 1)
 
     def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
         if not partials:
@@ -258,15 +258,15 @@ class AccumulatingEncoder(Encoder):
                     self.acc[k] += grad * grad.dtype.type(coef)
         packet = self.acc.pop(0)
         self.acc.append(np.zeros_like(packet))
-        self.sent.append((round, packet))
         return packet
 
-    def resend(self, round: int) -> np.ndarray:
-        """The packet sent in ``round`` (kept for the last ``T + 1`` rounds)."""
-        for sent_round, packet in self.sent:
-            if sent_round == round:
-                return packet
-        raise KeyError(f"the packet of round {round} is no longer kept (T={self.T}).")
+    def state_dict(self) -> dict[str, Any]:
+        """The accumulators (``None`` before the first round)."""
+        return {"acc": self.acc}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Copies: arrays that came through Ray's object store are read-only."""
+        self.acc = None if state["acc"] is None else [np.array(a) for a in state["acc"]]
 
 
 class StreamDecoder(Decoder):
@@ -276,6 +276,8 @@ class StreamDecoder(Decoder):
     only involve decoded jobs) and, per block, the decoded values of jobs ``>= base − T``
     that those rounds still involve.
     """
+
+    STATE = ("base", "decoded", "masks", "packets", "values")
 
     def __init__(self, scheme: StreamScheme, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
@@ -369,6 +371,11 @@ class StreamDecoder(Decoder):
     def _apply(self, terms: list, total: np.ndarray | None = None) -> np.ndarray:
         weights = np.array([[t[2] for t in terms]])
         return combine([t[1] for t in terms], weights, self.grad_size, total)
+
+    def serves(self, round: int, jobs: int) -> bool:
+        """A packet of ``round`` carries jobs ``round − T .. round`` (the accumulators)."""
+        live = range(max(self.base, round - self.scheme.T), min(round + 1, jobs))
+        return any(job not in self.decoded for job in live)
 
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """Missing round-``job`` packets of the blocks that cannot decode ``job`` yet.

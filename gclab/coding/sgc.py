@@ -22,9 +22,11 @@ in the simulator, which never calls ``plan``, the first ``receive``/``wanted`` o
 
 Departures from the public simulator (§6 quirks): decodability needs ``≥ n − s``
 (``≥ n − λ`` per D2 group), not ``> n − s``; and a model violation is not hidden by
-"waiting for all" inside the scheme: erasures stay erasures, and the round protocol
+"waiting for all" inside the scheme: erasures stay erasures. The round protocol either
 recovers a due job that cannot decode by waiting for or retransmitting the packets
-``wanted`` names. Two explicit policies make that recovery always possible:
+``wanted`` names (``network.recovery=decodable``), or applies the papers' rule with the
+schemes' straggler models below (``wait_all``: a round that breaks the model waits for
+every packet). Two explicit policies make recovery always possible:
 SR-SGC picks its repeaters among workers that never computed the job first (then
 lowest id), so a job always has ``n − s`` assigned workers; M-SGC lets at most ``λ``
 workers redo D1 in a slot (lowest id first), so every D2 group keeps ``n − λ``
@@ -42,7 +44,17 @@ from math import ceil
 import numpy as np
 
 from gclab.coding import params
-from gclab.coding.base import Decoder, Encoder, LinearEncoder, Part, Plan, Scheme, Task, combine
+from gclab.coding.base import (
+    Decoder,
+    Encoder,
+    LinearEncoder,
+    Part,
+    Plan,
+    Scheme,
+    StragglerModel,
+    Task,
+    combine,
+)
 from gclab.coding.classic import ClassicCR
 from gclab.errors import DecodeError
 from gclab.schemas import register
@@ -71,6 +83,79 @@ def bursty_model(erasures: np.ndarray, B: int, W: int, lam: int) -> bool:
     return True
 
 
+class BurstyModel(StragglerModel):
+    """The ``(B, W, λ)`` model round by round, as the SGC papers' simulator checks it.
+
+    ``follows_straggler_model`` in their ``selective_repeat_sgc.py`` and
+    ``multiplexed_sgc.py``: the round's stragglers together with the straggler marks of
+    the ``W − 1`` rounds before it must fit :func:`bursty_model` (at most ``λ`` distinct
+    stragglers in the window; a worker straggling now did not straggle in rounds
+    ``r−W+1 .. r−B``). A round's marks are the erasures it was admitted with (none if
+    the master waited for every packet), unless :meth:`exempt` leaves the round out.
+    """
+
+    def __init__(self, scheme: AdaptiveScheme) -> None:
+        super().__init__(scheme)
+        self.scheme: AdaptiveScheme = scheme
+        self.marks: dict[int, np.ndarray] = {}
+
+    def admits(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        scheme = self.scheme
+        start = max(0, round + 1 - scheme.W)
+        window = np.zeros((round + 1 - start, scheme.n), dtype=bool)
+        for q in range(start, round):
+            window[q - start] = self.marks.get(q, False)
+        window[-1] = erased
+        return bursty_model(window, scheme.B, scheme.W, scheme.lam)
+
+    def settle(self, round: int, erased: np.ndarray, decoder: Decoder) -> None:
+        if not self.exempt(round, erased, decoder):
+            self.marks[round] = np.array(erased, dtype=bool)
+        self.marks.pop(round + 1 - self.scheme.W, None)
+
+    def exempt(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        """Whether ``round``'s stragglers are left out of the later checks (never, here)."""
+        return False
+
+
+class SRSGCModel(BurstyModel):
+    """:class:`BurstyModel` with the exemption rule of the papers' SR-SGC.
+
+    Their ``SelectiveRepeatSGC.stragglers(window, exemption=True)`` leaves out a round in
+    which every worker that did not straggle computed the round's own job (nobody
+    repeated an older one) and at most ``s`` workers straggled: such a round costs the
+    code nothing beyond what GC(s) absorbs in the round itself.
+    """
+
+    def exempt(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        plan = np.asarray(decoder.plans[round])
+        return bool(np.all(erased | (plan == round))) and int(erased.sum()) <= self.scheme.s
+
+
+class MSGCModel(BurstyModel):
+    """:class:`BurstyModel`, and every round ``0 .. J+T−1`` runs, as in the papers' M-SGC.
+
+    Their ``MultiplexedSGC.run`` charges all ``J + T`` rounds. For ``λ < n`` the last job
+    needs every one of them anyway; at ``λ = n`` (no D2 groups) a round after the last
+    job's D1 chunks only holds empty D2 mini-tasks, which the decodable rule skips.
+    """
+
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        return round < jobs + self.scheme.T
+
+
+def sr_sgc_stragglers(B: int, W: int, lam: int) -> int:
+    """SR-SGC's GC parameter ``s = ⌈Bλ/(W−1+B)⌉``."""
+    return ceil(B * lam / (W - 1 + B))
+
+
+def m_sgc_load(n: int, B: int, W: int, lam: int) -> float:
+    """M-SGC's load ``(λ+1)(W−1+B) / (n(B+(W−1)(λ+1)))``; ``(W−1+B)/(n(W−1))`` at ``λ = n``."""
+    if lam == n:  # no D2 groups: everything is D1
+        return (W - 1 + B) / (n * (W - 1))
+    return (lam + 1) * (W - 1 + B) / (n * (B + (W - 1) * (lam + 1)))
+
+
 def _check_bwl(n: int, B: object, W: object, lam: object) -> tuple[int, int, int]:
     """``(B, W, λ)`` as integers with ``1 <= B < W`` and ``0 <= λ <= n``."""
     B, W, lam = params.integer("B", B), params.integer("W", W), params.integer("lam", lam)
@@ -96,6 +181,9 @@ class AdaptiveScheme(Scheme):
     def tolerates(self, erasures: np.ndarray) -> bool:
         return bursty_model(erasures, self.B, self.W, self.lam)
 
+    def straggler_model(self) -> StragglerModel:
+        return BurstyModel(self)
+
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, B={self.B}, W={self.W}, lam={self.lam})"
 
@@ -106,6 +194,8 @@ class AdaptiveDecoder(Decoder):
     Subclasses implement :meth:`freeze` (the plan of a round from what arrived so far),
     :meth:`record` (what a delivered packet brings) and :meth:`tasks` (plan → tasks).
     """
+
+    STATE = ("frozen", "plans", "packets", "decoded", "base")
 
     def __init__(self, scheme: AdaptiveScheme, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
@@ -143,6 +233,10 @@ class AdaptiveDecoder(Decoder):
                 new.append(worker)
         if new:
             self.record(round, np.array(new))
+
+    def undecoded(self, job: int) -> bool:
+        """Whether ``job`` (``>= 0``) is not decoded yet."""
+        return job >= self.base and job not in self.decoded
 
     def finish(self, job: int) -> None:
         """Mark ``job`` decoded and drop the rounds whose jobs are all decoded."""
@@ -218,7 +312,7 @@ class SRSGC(AdaptiveScheme):
             f"W for B={B}", valid_w,
         )  # fmt: skip
         self.B, self.W, self.lam = B, W, lam
-        self.n, self.s, self.T = n, ceil(B * lam / (W - 1 + B)), B
+        self.n, self.s, self.T = n, sr_sgc_stragglers(B, W, lam), B
         self.gc = ClassicCR(n, self.s)
         self.parts, self.placement = self.gc.parts, self.gc.placement
 
@@ -232,12 +326,17 @@ class SRSGC(AdaptiveScheme):
     def decoder(self, grad_size: int | None = None) -> Decoder:
         return SRSGCDecoder(self, grad_size)
 
+    def straggler_model(self) -> StragglerModel:
+        return SRSGCModel(self)
+
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, B={self.B}, W={self.W}, lam={self.lam}, s={self.s})"
 
 
 class SRSGCDecoder(AdaptiveDecoder):
     """Plan of round ``r``: each worker's job (``r``, or ``r − B`` for the repeaters)."""
+
+    STATE = (*AdaptiveDecoder.STATE, "results")
 
     def __init__(self, scheme: SRSGC, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
@@ -249,7 +348,7 @@ class SRSGCDecoder(AdaptiveDecoder):
         scheme = self.scheme
         jobs = [round] * scheme.n
         job = round - scheme.B
-        if job >= self.base and job not in self.decoded:
+        if self.undecoded(job):
             computed = self.plans[job]
             have = self.results.get(job, {})
             idle = [w for w in range(scheme.n) if computed[w] != job]  # never computed it
@@ -263,7 +362,7 @@ class SRSGCDecoder(AdaptiveDecoder):
         plan = self.plans[round]
         for worker in workers.tolist():
             job = plan[worker]
-            if job >= self.base and job not in self.decoded:
+            if self.undecoded(job):
                 self.results.setdefault(job, {}).setdefault(worker, round)
 
     def tasks(self, round: int, plan: tuple) -> Plan:
@@ -288,10 +387,14 @@ class SRSGCDecoder(AdaptiveDecoder):
         self.finish(job)
         return result
 
+    def serves(self, round: int, jobs: int) -> bool:
+        self.advance(round)
+        return any(job < jobs and self.undecoded(job) for job in set(self.plans[round]))
+
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """Undelivered job-``job`` packets: its own round, then the repeats ``B`` later."""
         self.advance(job + self.scheme.T)
-        if job < self.base or job in self.decoded:
+        if not self.undecoded(job):
             return []
         have = self.results.get(job, {})
         out = []
@@ -356,10 +459,7 @@ class MSGC(AdaptiveScheme):
 
     @property
     def load(self) -> float:
-        if not self.groups:
-            return (self.W - 1 + self.B) / (self.n * (self.W - 1))
-        lam, W, B, n = self.lam, self.W, self.B, self.n
-        return (lam + 1) * (W - 1 + B) / (n * (B + (W - 1) * (lam + 1)))
+        return m_sgc_load(self.n, self.B, self.W, self.lam)
 
     @property
     def packet_fraction(self) -> float:
@@ -370,6 +470,9 @@ class MSGC(AdaptiveScheme):
 
     def decoder(self, grad_size: int | None = None) -> Decoder:
         return MSGCDecoder(self, grad_size)
+
+    def straggler_model(self) -> StragglerModel:
+        return MSGCModel(self)
 
 
 class MSGCEncoder(Encoder):
@@ -405,6 +508,8 @@ class MSGCDecoder(AdaptiveDecoder):
     thousand settings at n = 256: whole rounds are planned and recorded at once.
     """
 
+    STATE = (*AdaptiveDecoder.STATE, "d1", "d2")
+
     def __init__(self, scheme: MSGC, grad_size: int | None) -> None:
         super().__init__(scheme, grad_size)
         self.scheme: MSGC = scheme
@@ -432,7 +537,7 @@ class MSGCDecoder(AdaptiveDecoder):
                 continue
             group = slot - (W - 1)
             missing = self._missing_d1(job)
-            retry = missing.any(axis=0) & (job not in self.decoded and job >= self.base)
+            retry = missing.any(axis=0) & self.undecoded(job)
             budget = scheme.lam if scheme.groups else n  # lowest ids first
             retry &= np.cumsum(retry) <= budget
             own = missing[group] if group < W - 1 else np.zeros(n, dtype=bool)
@@ -446,7 +551,7 @@ class MSGCDecoder(AdaptiveDecoder):
         kind, index = self.plans[round]
         for slot in range(scheme.T + 1):
             job = round - slot
-            if job < self.base or job in self.decoded:
+            if not self.undecoded(job):
                 continue
             for code, tables, rows in ((D1, self.d1, scheme.W - 1), (D2, self.d2, scheme.groups)):
                 hit = workers[kind[slot, workers] == code]
@@ -488,7 +593,7 @@ class MSGCDecoder(AdaptiveDecoder):
         return sorted(j for j in self.d1 if j not in self.decoded and self._ready(j))
 
     def decode(self, job: int) -> np.ndarray | None:
-        if job < self.base or job in self.decoded or not self._ready(job):
+        if not self.undecoded(job) or not self._ready(job):
             raise DecodeError(f"job {job} is not decodable from the packets received so far.")
         d1, d2 = self.d1.pop(job), self.d2.pop(job, None)
         result = None
@@ -506,11 +611,19 @@ class MSGCDecoder(AdaptiveDecoder):
         self.finish(job)
         return result
 
+    def serves(self, round: int, jobs: int) -> bool:
+        self.advance(round)
+        kind = self.plans[round][0]
+        return any(
+            0 <= round - slot < jobs and self.undecoded(round - slot) and (kind[slot] != NONE).any()
+            for slot in range(self.scheme.T + 1)
+        )
+
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """Every undelivered attempt of a missing D1 chunk; the D2 groups short of n − λ."""
         scheme = self.scheme
         self.advance(job + scheme.T)
-        if job < self.base or job in self.decoded:
+        if not self.undecoded(job):
             return []
         missing, short = self._missing_d1(job), self._short_groups(job)
         workers = np.arange(scheme.n)

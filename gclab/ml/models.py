@@ -15,7 +15,7 @@ from gclab.schemas import register
 @dataclass
 class CNNConfig:
     _target_: str = "gclab.ml.models.SmallCNN"
-    num_classes: int = 10
+    num_classes: int | None = None  # null: the data's number of classes (any other must match)
     width: int = 32
 
 
@@ -49,7 +49,7 @@ class SmallCNN(nn.Module):
 @dataclass
 class ResNet18Config:
     _target_: str = "gclab.ml.models.resnet18_cifar"
-    num_classes: int = 10
+    num_classes: int | None = None  # null: the data's number of classes (any other must match)
 
 
 def resnet18_cifar(num_classes: int = 10) -> nn.Module:

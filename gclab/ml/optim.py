@@ -1,4 +1,5 @@
-"""SGD with momentum/Nesterov and weight decay, and its learning-rate schedule."""
+"""SGD with momentum/Nesterov and weight decay, its learning-rate schedule, and the
+weight a stale gradient gets (``train.stale_lr``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,27 @@ class Schedule(Enum):
     constant = "constant"
     cosine = "cosine"  # cosine decay to 0 over the run
     step = "step"  # ×0.1 at 50% and 75% of the run
+
+
+class StaleLR(Enum):
+    """How a gradient computed ``τ`` updates ago enters the optimizer (``train.stale_lr``).
+
+    ``scaled`` multiplies it by ``1/(1+τ)``, the staleness-dependent learning rate of
+    Zhang et al. 2016 ("Staleness-aware async-SGD"), applied to the gradient rather than
+    to the step: with momentum the stale gradient's whole contribution (now and through
+    the momentum buffer later) shrinks, while the fresh gradients already in the buffer
+    keep their weight. With momentum 0 and no weight decay it is their rule exactly.
+    """
+
+    constant = "constant"  # every gradient at full weight (plain SGD on stale gradients)
+    scaled = "scaled"  # weight 1/(1+τ)
+
+
+def stale_weight(rule: StaleLR, staleness: int) -> float:
+    """The factor a gradient ``staleness`` updates old is multiplied by under ``rule``."""
+    if staleness < 0:
+        raise ValueError(f"staleness must be >= 0, got {staleness}.")
+    return 1.0 / (1 + staleness) if rule is StaleLR.scaled else 1.0
 
 
 def make_optimizer(

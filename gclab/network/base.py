@@ -40,6 +40,19 @@ class DelayModel:
         """Extra seconds ``[n]`` each worker's packet of ``round`` takes (``load``: scheme load)."""
         return np.zeros(n)
 
+    def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
+        """``[len(loads), rounds, n]``: :meth:`delays` of rounds ``0 .. rounds−1`` at each load.
+
+        The fast parameter search (:mod:`gclab.sim.fast`) asks for every load of a grid at
+        once. This asks :meth:`delays` once per load and round; models that can answer
+        faster override it with the same values, bit for bit.
+        """
+        out = np.empty((len(loads), rounds, n))
+        for i, load in enumerate(np.asarray(loads, dtype=np.float64).tolist()):
+            for r in range(rounds):
+                out[i, r] = self.delays(r, n, seed, load)
+        return out
+
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         """Which workers' first transmission in ``round`` is lost, ``bool [n]``."""
         return np.zeros(n, dtype=bool)

@@ -66,6 +66,12 @@ class Composite(DelayModel):
             round, n, part_seed(seed, 1), load
         )
 
+    def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.delays_by_load(rounds, n, part_seed(seed, 0), loads) + loss.delays_by_load(
+            rounds, n, part_seed(seed, 1), loads
+        )
+
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         compute, loss = self.parts
         return compute.lost(round, n, part_seed(seed, 0)) | loss.lost(round, n, part_seed(seed, 1))

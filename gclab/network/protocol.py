@@ -26,6 +26,16 @@ Times are seconds from the start ``t_r`` of round ``r`` (the virtual clock befor
 5. **Late packets.** A packet not delivered by the end of its round is discarded
    when it arrives: its worker is taken to be cancelled and starts round ``r+1`` at
    ``t_{r+1}`` like the others. A later job that needs it gets it retransmitted.
+6. **Rounds that run** (:meth:`RoundProtocol.runs`): a round runs if it serves a job
+   not decoded yet, so a run ends when its last job is decoded.
+
+``network.recovery=wait_all`` is the SGC papers' rule instead of rules 4 and 6: at the
+close the scheme's straggler model (:meth:`~gclab.coding.base.Scheme.straggler_model`)
+judges the erasures, given the rounds before; if it rejects them every packet not
+delivered is pursued as in rule 4 (late ones waited for, lost ones retransmitted) and
+the round ends when all are in. Rule 4 then only runs if the due job still cannot
+decode, and rounds run as the papers' code runs them (:meth:`StragglerModel.runs`).
+The default, ``decodable``, is gclab's own rule.
 
 Engines decode the jobs in :attr:`RoundOutcome.decodable` before the next round. The
 protocol never looks at gradients: ``payload(round, worker)`` supplies the packet to
@@ -44,11 +54,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gclab.coding.base import Decoder
+from gclab.coding.base import Decoder, StragglerModel
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 
 POLICIES = ("deadline", "all")
+#: ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``: the
+#: SGC papers' rule, a round whose erasures the scheme's straggler model does not admit
+#: waits for every packet.
+RECOVERIES = ("decodable", "wait_all")
 #: ``virtual``: durations are computed from the model (both engines). ``wall``: the
 #: runtime sleeps, drops and measures (:mod:`gclab.network.wallclock`).
 CLOCKS = ("virtual", "wall")
@@ -61,16 +75,17 @@ Payload = Callable[[int, int], "np.ndarray | None"]
 
 @dataclass
 class NetworkConfig:
-    """The ``network`` config key: collection policy, timing constants (seconds), clock."""
+    """The ``network`` config key: collection policy, timing (seconds), clock and recovery."""
 
     policy: str = "deadline"
     mu: float = 1.0
     latency: float = 0.0
     rto: float = 1.0
     clock: str = "virtual"
+    recovery: str = "decodable"
 
     def __post_init__(self) -> None:
-        for name, allowed in (("policy", POLICIES), ("clock", CLOCKS)):
+        for name, allowed in (("policy", POLICIES), ("clock", CLOCKS), ("recovery", RECOVERIES)):
             value = getattr(self, name)
             if value not in allowed:
                 raise ConfigError(
@@ -116,7 +131,8 @@ class RoundOutcome:
     recovered: tuple[tuple[int, int], ...]
     #: Retransmission attempts sent in this round.
     retransmissions: int
-    #: Whether the round waited for a late packet.
+    #: Whether the round waited: for a late packet the due job needed or, with
+    #: ``recovery=wait_all``, for every packet (the straggler model rejected the close).
     waited: bool
     #: Jobs decodable after the round and not decoded yet, ascending.
     decodable: tuple[int, ...]
@@ -140,6 +156,25 @@ class RoundProtocol:
         #: Retransmission attempts over all rounds.
         self.retransmissions = 0
         self._ready: set[int] = set()
+        self._model: StragglerModel | None = None  # recovery=wait_all, built at the first round
+
+    def state_dict(self) -> dict:
+        """The clock, the counters and the jobs known decodable before they are due.
+
+        Everything else is a pure function of the seed and the round, so a resumed run
+        that loads this after round ``r`` sees the rounds after it as the uninterrupted
+        run does.
+        """
+        return {
+            "clock": self.clock,
+            "waits": self.waits,
+            "retransmissions": self.retransmissions,
+            "ready": sorted(self._ready),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.clock, self.waits = state["clock"], state["waits"]
+        self.retransmissions, self._ready = state["retransmissions"], set(state["ready"])
 
     def run_round(
         self,
@@ -171,16 +206,51 @@ class RoundProtocol:
         order = np.argsort(arrival, kind="stable")
         on_time = order[delivered[order]].tolist()
         decoder.receive_many(round, on_time, [payload(round, w) for w in on_time])
-        due = round - decoder.scheme.T
         end, recovered, sent, waited = close, [], 0, False
-        if self._needs_recovery(due, decoder):
-            end, recovered, sent, waited = self._recover(
-                round, due, decoder, payload, arrival, lost, close
+        if self._waits_for_all(round, ~delivered, decoder):
+            rest = [(round, w) for w in np.flatnonzero(~delivered).tolist()]
+            end, recovered, sent, _ = self._pursue(
+                round, rest, decoder, payload, arrival, lost, close, None
             )
+            waited = bool(rest)
+        due = round - decoder.scheme.T
+        if self._needs_recovery(due, decoder):
+            end, more, more_sent, more_waited = self._recover(
+                round, due, decoder, payload, arrival, lost, end
+            )
+            recovered, sent, waited = recovered + more, sent + more_sent, waited or more_waited
         return self._conclude(
             round, due, decoder, end, close, compute, arrival, lost, delivered, recovered,
             sent, waited,
         )  # fmt: skip
+
+    def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
+        """Whether an engine runs ``round`` of a run of ``jobs`` jobs (rounds ``< jobs + T``).
+
+        ``decodable``: when it serves a job not decoded yet, so a run ends with its last
+        job. ``wait_all``: as the papers' code does (:meth:`StragglerModel.runs`).
+        """
+        if self.network.recovery == "wait_all":
+            return self._straggler_model(decoder).runs(round, jobs, decoder)
+        return decoder.serves(round, jobs)
+
+    def _straggler_model(self, decoder: Decoder) -> StragglerModel:
+        if self._model is None:
+            self._model = decoder.scheme.straggler_model()
+        return self._model
+
+    def _waits_for_all(self, round: int, erased: np.ndarray, decoder: Decoder) -> bool:
+        """``recovery=wait_all``: whether the straggler model rejects the close's erasures.
+
+        The model then records the round's straggler pattern: ``erased`` if admitted,
+        none if the master waits for every packet. Always ``False`` with ``decodable``.
+        """
+        if self.network.recovery != "wait_all":
+            return False
+        model = self._straggler_model(decoder)
+        admitted = model.admits(round, erased, decoder)
+        model.settle(round, erased if admitted else np.zeros_like(erased), decoder)
+        return not admitted
 
     def _draws(self, round: int, decoder: Decoder) -> tuple[np.ndarray, np.ndarray]:
         """The delay model's ``(delays, lost)`` for the first transmissions of ``round``."""
@@ -252,9 +322,36 @@ class RoundProtocol:
     ) -> tuple[float, list[tuple[int, int]], int, bool]:
         """Pursue the packets the due job wants; ``(end, delivered, attempts sent, waited)``."""
         wanted = decoder.wanted(due)
+        end, delivered, sent, done = self._pursue(
+            round, wanted, decoder, payload, arrival, lost, close,
+            lambda: due in decoder.decodable(),
+        )  # fmt: skip
+        if not done:
+            raise self._unrecoverable(round, due, len(wanted))
+        waited = any(r == round and not lost[w] for r, w in delivered)
+        return end, delivered, sent, waited
+
+    def _pursue(
+        self,
+        round: int,
+        packets: list[tuple[int, int]],
+        decoder: Decoder,
+        payload: Payload,
+        arrival: np.ndarray,
+        lost: np.ndarray,
+        close: float,
+        done: Callable[[], bool] | None,
+    ) -> tuple[float, list[tuple[int, int]], int, bool]:
+        """Pursue ``packets`` (``(round, worker)``, by priority) in parallel from ``close``.
+
+        A late packet of this round arrives at ``a_w``; a lost one, or one of an earlier
+        round, is retransmitted (module docstring, rule 4). Packets are delivered in time
+        order (ties: priority) until ``done()`` holds, or all of them with ``done=None``.
+        Returns ``(end, delivered, attempts sent before the end, whether done)``.
+        """
         events: list[tuple[float, int, int, int]] = []  # (time, priority, round, worker)
         resend: dict[int, list[tuple[int, int, float]]] = {}  # round -> (priority, worker, base)
-        for priority, (packet_round, worker) in enumerate(wanted):
+        for priority, (packet_round, worker) in enumerate(packets):
             if packet_round == round and not lost[worker]:
                 events.append((float(arrival[worker]), priority, round, worker))
             else:
@@ -267,17 +364,15 @@ class RoundProtocol:
                 events.append((base + k * self.network.rto, priority, packet_round, worker))
                 attempts.append((base, k))
         events.sort()
-        delivered: list[tuple[int, int]] = []
+        end, delivered, finished = close, [], done is None
         for time, _, packet_round, worker in events:
             decoder.receive(packet_round, worker, payload(packet_round, worker))
             delivered.append((packet_round, worker))
-            if due in decoder.decodable():
-                end = max(close, time)
+            end = max(close, time)
+            if done is not None and done():
+                finished = True
                 break
-        else:
-            raise self._unrecoverable(round, due, len(wanted))
-        waited = any(r == round and not lost[w] for r, w in delivered)
-        return end, delivered, self._sent(end, attempts), waited
+        return end, delivered, self._sent(end, attempts), finished
 
     @staticmethod
     def _unrecoverable(round: int, due: int, wanted: int) -> RecoveryError:

@@ -65,3 +65,8 @@ class Straggler(DelayModel):
         if self.slow_workers:
             extra = np.where(self.slow(n, seed), extra * self.slow_factor, extra)
         return extra
+
+    def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
+        """The delay does not depend on the load: one draw per round, seen at every load."""
+        rows = np.array([self.delays(r, n, seed, 0.0) for r in range(rounds)]).reshape(rounds, n)
+        return np.broadcast_to(rows, (len(loads), rounds, n))

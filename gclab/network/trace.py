@@ -81,6 +81,14 @@ class Trace(DelayModel):
         column = self.durations[np.arange(n) % workers, round % length]
         return np.maximum(column + (load - self.base_load) * self.slope, 0.0)
 
+    def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
+        workers, length = self.durations.shape
+        if self.beyond == "error" and (n > workers or rounds > length):
+            self.check(n, rounds)
+        columns = self.durations[np.arange(n) % workers][:, np.arange(rounds) % length].T
+        shift = (np.asarray(loads, dtype=np.float64) - self.base_load) * self.slope
+        return np.maximum(columns[None] + shift[:, None, None], 0.0)
+
 
 def load_trace(path: Path) -> tuple[np.ndarray, float | None]:
     """``(durations, recorded load or None)`` from an ``.npz``, or :class:`ConfigError`."""

@@ -19,9 +19,14 @@ then apply as events on the wall clock, without waiting for every worker first:
   lost one is retransmitted, attempt ``i`` sent at ``max(close, a_w) + (i−1)·rto`` and
   delivered ``rto`` later unless lost again (the same draws as the virtual clock, so the
   patterns agree); a packet of an earlier round is retransmitted from the close.
-* **End.** When the due job is decodable (or at the close). The duration is the wall
-  time measured from ``t0`` to then, so it includes the master's own work (delivery,
-  retransmitted recomputations); the clock is the sum of durations.
+* **Wait for all** (``network.recovery=wait_all``): if the scheme's straggler model
+  rejects the erasures at the close, every packet not delivered is pursued as in
+  recovery (late: delivered at its time; lost or failed: retransmitted) before the
+  due job's own recovery, which then only runs if the job is still not decodable.
+* **End.** When the due job is decodable (or at the close, or when every packet is in).
+  The duration is the wall time measured from ``t0`` to then, so it includes the
+  master's own work (delivery, retransmitted recomputations); the clock is the sum of
+  durations.
 
 After the end the source is drained, outside the duration, so that every worker's
 compute time and arrival are known; their packets are discarded as late. (A runtime
@@ -33,6 +38,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -76,10 +82,15 @@ class WallClockProtocol(RoundProtocol):
         """
         line = _DelayLine(self, round, source, decoder, payload, start)
         close = line.collect()
-        due = round - decoder.scheme.T
         end, recovered, sent, waited = close, [], 0, False
+        if self._waits_for_all(round, ~line.delivered, decoder):
+            rest = [(round, w) for w in np.flatnonzero(~line.delivered).tolist()]
+            end, recovered, sent, _ = line.pursue(rest, close, None)
+            waited = bool(rest)
+        due = round - decoder.scheme.T
         if self._needs_recovery(due, decoder):
-            end, recovered, sent, waited = line.recover(due, close)
+            end, more, more_sent, more_waited = line.recover(due, end)
+            recovered, sent, waited = recovered + more, sent + more_sent, waited or more_waited
         while source.pending():
             line.wait(None)
         return self._conclude(
@@ -164,13 +175,29 @@ class _DelayLine:
 
     def recover(self, due: int, close: float) -> tuple[float, list[tuple[int, int]], int, bool]:
         """Pursue what the due job wants; ``(end, delivered, attempts sent, waited)``."""
-        protocol, rto = self.protocol, self.protocol.network.rto
         wanted = self.decoder.wanted(due)
+        end, recovered, sent, done = self.pursue(
+            wanted, close, lambda: due in self.decoder.decodable()
+        )
+        if not done:
+            raise self.protocol._unrecoverable(self.round, due, len(wanted))
+        waited = any(r == self.round and not self.lost[w] for r, w in recovered)
+        return end, recovered, sent, waited
+
+    def pursue(
+        self, packets: list[tuple[int, int]], close: float, done: Callable[[], bool] | None
+    ) -> tuple[float, list[tuple[int, int]], int, bool]:
+        """Pursue ``packets`` in parallel from ``close`` until ``done()`` (``None``: all in).
+
+        Returns ``(end, delivered, attempts sent, whether done)``; attempts count up to
+        the last delivered packet's scheduled time, not the master's lag.
+        """
+        protocol, rto = self.protocol, self.protocol.network.rto
         events: list[tuple[float, int, int, int]] = []  # (time, priority, round, worker)
         attempts: list[tuple[float, int]] = []  # (base, attempts until success)
         awaited: dict[int, int] = {}  # worker -> priority: this round's, result not back yet
 
-        def pursue(priority: int, packet_round: int, worker: int) -> None:
+        def pursue_one(priority: int, packet_round: int, worker: int) -> None:
             this_round = packet_round == self.round
             if this_round and math.isnan(self.compute[worker]):
                 awaited[worker] = priority
@@ -182,22 +209,21 @@ class _DelayLine:
                 heapq.heappush(events, (base + k * rto, priority, packet_round, worker))
                 attempts.append((base, k))
 
-        for priority, (packet_round, worker) in enumerate(wanted):
-            pursue(priority, packet_round, worker)
+        for priority, (packet_round, worker) in enumerate(packets):
+            pursue_one(priority, packet_round, worker)
         recovered: list[tuple[int, int]] = []
+        last = close
         while True:
             now = self.now()
             while events and events[0][0] <= now:
-                at, _, packet_round, worker = heapq.heappop(events)
+                last, _, packet_round, worker = heapq.heappop(events)
                 self.deliver(packet_round, worker)
                 recovered.append((packet_round, worker))
-                if due in self.decoder.decodable():
-                    # attempts count up to the packet's scheduled time, not the master's lag
-                    sent = protocol._sent(at, attempts)
-                    waited = any(r == self.round and not self.lost[w] for r, w in recovered)
-                    return self.now(), recovered, sent, waited
+                if done is not None and done():
+                    return self.now(), recovered, protocol._sent(last, attempts), True
             if not events and not awaited:
-                raise protocol._unrecoverable(self.round, due, len(wanted))
+                end = self.now() if recovered else close
+                return end, recovered, protocol._sent(last, attempts), done is None
             for w in self.wait(events[0][0] if events else None):
                 if w in awaited:
-                    pursue(awaited.pop(w), self.round, w)
+                    pursue_one(awaited.pop(w), self.round, w)

@@ -1,31 +1,62 @@
-"""Sweep reports: a Hydra multirun folder -> ``summary.csv``, ``summary.md`` and PNG plots.
+"""Sweep and study reports: Hydra run folders -> tables (CSV, Markdown) and PNG plots.
 
-``python -m gclab.report multirun/<date>/<time>`` reads every job of a training or
-simulator sweep (:mod:`gclab.report.runs`), writes the tables
-(:mod:`gclab.report.tables`) and the plots (:mod:`gclab.report.plots`) into the sweep
-folder or ``--out``. Failed jobs are listed, never fatal: a long sweep with one bad
-combination still gets its report.
+``python -m gclab.report DIR [DIR ...]`` reads every run under the folders (a sweep, a
+single run, a study of many sweeps: :mod:`gclab.report.runs`), groups runs that differ
+only by seed (:mod:`gclab.report.groups`), writes the tables (:mod:`gclab.report.tables`)
+and the plots (:mod:`gclab.report.plots`) into the one folder given or ``--out``.
+Failed jobs are listed, never fatal: a long sweep with one bad combination still gets
+its report.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from gclab.report.plots import PLOTS
+from gclab.report.groups import BANDS, groups, target_rows
+from gclab.report.plots import accuracy_vs_time, decode_latency, total_time
 from gclab.report.runs import Run, Sweep, SweepError, load_sweep
-from gclab.report.tables import markdown, write_csv
+from gclab.report.tables import (
+    markdown,
+    target_markdown,
+    write_csv,
+    write_curves_csv,
+    write_target_csv,
+)
 
-__all__ = ["Run", "Sweep", "SweepError", "load_sweep", "write_report"]
+__all__ = ["BANDS", "Run", "Sweep", "SweepError", "load_sweep", "write_report"]
 
 
-def write_report(sweep: Sweep, out: Path) -> list[Path]:
-    """Write the tables and every plot the sweep has data for; returns the files written."""
+def write_report(
+    sweep: Sweep,
+    out: Path,
+    target: float | None = None,
+    band: str = "ci",
+    baseline: str | None = None,
+) -> list[Path]:
+    """Write the tables and every plot the sweep has data for; returns the files written.
+
+    With a ``target`` accuracy, also the time-to-target table (``time_to_target.csv`` and a
+    section of ``summary.md``; speed-ups against the series labelled ``baseline``).
+    Training runs with evaluations also get ``curves.csv``, the mean curves of
+    ``accuracy_vs_time.png`` (``band``: a key of :data:`BANDS`).
+    """
     out.mkdir(parents=True, exist_ok=True)
-    write_csv(sweep, out / "summary.csv")
-    (out / "summary.md").write_text(markdown(sweep), encoding="utf-8")
+    all_groups = groups(sweep)
+    text = markdown(sweep)
     written = [out / "summary.csv", out / "summary.md"]
-    for name, plot in PLOTS.items():
-        path = plot(sweep, out / name)
-        if path is not None:
-            written.append(path)
-    return written
+    write_csv(sweep, written[0])
+    if target is not None:
+        rows = target_rows(all_groups, target, baseline)
+        write_target_csv(rows, target, out / "time_to_target.csv")
+        text += "\n" + target_markdown(rows, target, baseline)
+        written.append(out / "time_to_target.csv")
+    written[1].write_text(text, encoding="utf-8")
+    if any(group.curves() for group in all_groups):
+        write_curves_csv(all_groups, band, out / "curves.csv")
+        written.append(out / "curves.csv")
+    plots = [
+        accuracy_vs_time(sweep, out / "accuracy_vs_time.png", band),
+        total_time(sweep, out / "total_time.png", band),
+        decode_latency(sweep, out / "decode_latency.png"),
+    ]
+    return written + [path for path in plots if path is not None]

@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
+from gclab.report.groups import BANDS, Group, Spread, groups, spread
 from gclab.report.runs import SIM, TRAIN, Run, Sweep
 
 DPI = 110
@@ -43,34 +44,64 @@ def _save(fig: Figure, path: Path) -> Path:
     return path
 
 
-def accuracy_vs_time(sweep: Sweep, path: Path) -> Path | None:
-    """Test accuracy against the virtual clock, one panel per loss rate, one curve per series."""
-    runs = [r for r in sweep.runs if r.kind == TRAIN and len(r.evaluations()[0])]
-    if not runs:
+def _panels(sweep: Sweep, all_groups: list[Group]) -> dict[tuple[float, str] | None, list[Group]]:
+    """Groups per panel: one per (loss rate, delay model) against the loss rate, else one."""
+    panels: dict[tuple[float, str] | None, list[Group]] = defaultdict(list)
+    for group in all_groups:
+        rate = group.loss_rate if group.loss_rate is not None else -1.0
+        panels[(rate, group.delay) if sweep.numeric_loss() else None].append(group)
+    return dict(sorted(panels.items(), key=lambda item: item[0] or (-1.0, "")))
+
+
+def _panel_title(key: tuple[float, str] | None, several_models: bool) -> str:
+    if key is None:
+        return "all runs"
+    rate, delay = key
+    text = "unknown loss rate" if rate < 0 else f"packet loss rate {rate:g}"
+    return f"{delay}: {text}" if several_models and rate > 0 else text
+
+
+def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
+    """Test accuracy against the virtual clock, one panel per loss setting, one curve per
+    group: a single seed's evaluations, or the mean over seeds with its band."""
+    all_groups = [g for g in groups(sweep) if g.curves()]
+    if not all_groups:
         return None
-    panels: dict[float | None, list[Run]] = defaultdict(list)
-    for run in runs:
-        panels[run.loss_rate if sweep.numeric_loss() else None].append(run)
-    rates = sorted(panels, key=lambda r: -1.0 if r is None else r)
-    cols = min(len(rates), 3)
-    rows = math.ceil(len(rates) / cols)
+    panels = _panels(sweep, all_groups)
+    several_models = len({key[1] for key in panels if key is not None and key[0] > 0}) > 1
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.2 * cols + 2.2, 3.4 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, sharey=True, squeeze=False).ravel()
     colour = colours(sweep)
-    for ax, rate in zip(axes, rates):
-        for run in panels[rate]:
-            times, accuracy = run.evaluations()
-            name = sweep.series(run)
-            ax.plot(times, accuracy, marker="o", markersize=3, color=colour[name], label=name)
-        ax.set_title("all runs" if rate is None else f"packet loss rate {rate:g}")
+    seeds = max(len(g.curves()) for g in all_groups)
+    for ax, (key, members) in zip(axes, panels.items()):
+        for group in members:
+            c = colour[group.label]
+            if len(group.curves()) == 1:
+                times, accuracy = group.curves()[0]
+                ax.plot(times, accuracy, marker="o", markersize=3, color=c, label=group.label)
+                continue
+            mean = group.mean_curve(band)
+            if mean is None:  # seeds without a common time span
+                continue
+            grid, spreads = mean
+            ax.plot(grid, [s.mean for s in spreads], color=c, label=group.label)
+            ax.fill_between(
+                grid, [s.low for s in spreads], [s.high for s in spreads], color=c, alpha=0.2
+            )
+        ax.set_title(_panel_title(key, several_models))
         ax.set_xlabel("virtual time (s)")
         ax.grid(alpha=0.3)
-    for ax in axes[len(rates) :]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     for ax in axes[::cols]:
         ax.set_ylabel("test accuracy (fraction correct)")
     _legend(fig, axes)
-    fig.suptitle("Test accuracy vs virtual time")
+    title = "Test accuracy vs virtual time"
+    if seeds > 1:
+        title += f" (mean over seeds; band: {BANDS[band]})"
+    fig.suptitle(title)
     return _save(fig, path)
 
 
@@ -90,35 +121,59 @@ def _strip_common_prefix(labels: list[str]) -> tuple[str, list[str]]:
     return prefix[:cut], [label[cut:] for label in labels]
 
 
-def total_time(sweep: Sweep, path: Path) -> Path | None:
-    """Total virtual time per series: against the loss rate, or as bars per configuration."""
-    runs = [r for r in sweep.runs if not r.failed and r.total_time is not None]
-    if not runs:
+def total_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
+    """Total virtual time per series: against the loss rate, or as bars per configuration.
+
+    Runs that differ only by seed are one point (their mean, with the band as error bars).
+    """
+    points = []  # (group, spread of its finished runs' total times)
+    for group in groups(sweep):
+        values = [run.total_time for run in group.finished if run.total_time is not None]
+        if values:
+            points.append((group, spread(values, band)))
+    if not points:
         return None
+    runs = [run for group, _ in points for run in group.finished]
     colour = colours(sweep)
     fig = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = fig.subplots()
-    groups: dict[str, list[Run]] = defaultdict(list)
-    for run in runs:
-        groups[sweep.series(run)].append(run)
+    lines: dict[tuple[str, str], list[tuple[float, Spread]]] = defaultdict(list)
     if sweep.numeric_loss():
-        for name, members in groups.items():
-            points = sorted((r.loss_rate, r.total_time) for r in members if r.loss_rate is not None)
-            ax.plot(*zip(*points), marker="o", color=colour[name], label=name)
+        for group, value in points:
+            if group.loss_rate is not None:
+                lines[group.label, group.delay].append((group.loss_rate, value))
+        several_models = len({delay for _, delay in lines}) > 1
+        styles = {
+            delay: "-o" if i == 0 else "--s"
+            for i, delay in enumerate(dict.fromkeys(d for _, d in lines))
+        }
+        for (name, delay), line in lines.items():
+            line.sort(key=lambda item: item[0])
+            x, y = [rate for rate, _ in line], [v.mean for _, v in line]
+            err = [[v.mean - v.low for _, v in line], [v.high - v.mean for _, v in line]]
+            label = f"{name}, {delay}" if several_models else name
+            ax.errorbar(
+                x, y, yerr=err, fmt=styles[delay], color=colour[name], label=label, capsize=3
+            )
         ax.set_xlabel("packet loss rate (probability per transmission)")
         ax.set_title(f"Total {_clock(runs)} time vs packet loss rate")
     else:
-        categories = list(dict.fromkeys(sweep.category(r) for r in runs))
-        width = 0.8 / len(groups)
-        for i, (name, members) in enumerate(groups.items()):
-            offset = (i - (len(groups) - 1) / 2) * width
-            x = [categories.index(sweep.category(r)) + offset for r in members]
-            ax.bar(x, [r.total_time for r in members], width, color=colour[name], label=name)
+        categories = list(dict.fromkeys(sweep.category(g.runs[0]) for g, _ in points))
+        names = list(dict.fromkeys(g.label for g, _ in points))
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            offset = (i - (len(names) - 1) / 2) * width
+            mine = [(g, v) for g, v in points if g.label == name]
+            x = [categories.index(sweep.category(g.runs[0])) + offset for g, _ in mine]
+            err = [[v.mean - v.low for _, v in mine], [v.high - v.mean for _, v in mine]]
+            ax.bar(x, [v.mean for _, v in mine], width, yerr=err, color=colour[name], label=name)
         prefix, labels = _strip_common_prefix(categories)
         ax.set_xticks(range(len(categories)), labels)
         keys = ", ".join(sweep.category_keys()) or "configuration"
         ax.set_xlabel(f"{keys} ({prefix}…)" if prefix else keys)
         ax.set_title(f"Total {_clock(runs)} time per configuration")
+    if any(value.count > 1 for _, value in points):
+        ax.set_title(f"{ax.get_title()}\n(mean over seeds; error bars: {BANDS[band]})")
     ax.set_ylabel(f"total {_clock(runs)} time (s)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
@@ -154,11 +209,3 @@ def decode_latency(sweep: Sweep, path: Path) -> Path | None:
     ax.set_title(f"Decode latency distribution per scheme{pooled}")
     ax.grid(axis="y", alpha=0.3)
     return _save(fig, path)
-
-
-#: Output file name -> plot function, in the order the report writes them.
-PLOTS = {
-    "accuracy_vs_time.png": accuracy_vs_time,
-    "total_time.png": total_time,
-    "decode_latency.png": decode_latency,
-}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,10 @@ LOSS_FIELDS = {
     "loss_good",
     "loss_bad",
 }
+
+
+#: Overrides that never tell curves or categories apart.
+NOT_SERIES = ("seed", "resume")
 
 
 class SweepError(Exception):
@@ -177,7 +182,8 @@ def _read_summary(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return (summary, None) if isinstance(summary, dict) else (None, "summary.json is not a dict")
 
 
-def _error_line(path: Path) -> str | None:
+def error_line(path: Path) -> str | None:
+    """The first non-empty line of the job's ``error.txt``, if it wrote one."""
     file = path / "error.txt"
     if not file.is_file():
         return None
@@ -211,7 +217,7 @@ def load_run(sweep: Path, path: Path) -> Run:
         config=_load_yaml(path / ".hydra" / "config.yaml"),
         kind=_kind(path, summary, job.get("name")),
         summary=summary,
-        error=_error_line(path) or problem,
+        error=error_line(path) or problem,
         records=read_records(path / "metrics.jsonl"),
     )
 
@@ -240,26 +246,37 @@ class Sweep:
         return len({run.loss_rate for run in self.runs if not run.failed} - {None}) > 1
 
     def series_keys(self) -> list[str]:
-        """What tells one curve from another: varying overrides, minus the x axis.
+        """What tells one curve from another: varying overrides, minus the x axis and seed.
 
         Against the loss rate, every varying override that does not set it; otherwise
-        only the scheme's (the rest become categories, :meth:`category_keys`).
+        only the scheme's (the rest become categories, :meth:`category_keys`). ``seed`` and
+        ``resume`` never do: runs that differ only by seed are one curve
+        (:mod:`gclab.report.groups`), and a resumed run is the run it continues.
         """
         if self.numeric_loss():
-            return [k for k in self.varying if not is_loss_key(k)]
-        return [k for k in self.varying if k == "scheme" or k.startswith("scheme.")]
+            keys = [k for k in self.varying if not is_loss_key(k)]
+        else:
+            keys = [k for k in self.varying if k == "scheme" or k.startswith("scheme.")]
+        return [k for k in keys if k not in NOT_SERIES]
 
     def category_keys(self) -> list[str]:
-        return [k for k in self.varying if k not in self.series_keys()]
+        return [k for k in self.varying if k not in self.series_keys() and k not in NOT_SERIES]
 
     def series(self, run: Run) -> str:
-        """Curve label: the scheme option, then its other distinguishing overrides."""
+        """Curve label: the scheme option, then its other distinguishing overrides.
+
+        A key is shown only on runs that set it, and only if the runs that set it do not
+        all agree (``scheme.s=1`` on every coded scheme of a study does not tell them apart).
+        """
         extra = [
-            f"{k.removeprefix('scheme.')}={short(run.overrides.get(k, '–'))}"
+            f"{label_key(k)}={short(run.overrides[k])}"
             for k in self.series_keys()
-            if k != "scheme"
+            if k != "scheme" and k in run.overrides and self._distinct(k)
         ]
         return f"{run.scheme} ({', '.join(extra)})" if extra else run.scheme
+
+    def _distinct(self, key: str) -> bool:
+        return len({run.overrides[key] for run in self.runs if key in run.overrides}) > 1
 
     def category(self, run: Run) -> str:
         """Bar-group label: the category overrides' values (with their keys when several)."""
@@ -269,32 +286,51 @@ class Sweep:
         return "\n".join(f"{k}={short(run.overrides.get(k, '–'))}" for k in keys) or "all runs"
 
 
+def label_key(key: str) -> str:
+    """An override key for a label: ``scheme.s`` -> ``s``, ``train.pipeline`` -> ``pipeline``."""
+    return key.removeprefix("scheme.").removeprefix("train.")
+
+
 def short(value: str) -> str:
     """An override value for a label: a path becomes its file name without extension."""
     return Path(value).stem if "/" in value else value
 
 
-def _order(run: Run) -> tuple[int, str]:
-    return (run.num if run.num is not None else 1 << 30, run.job)
-
-
-def load_sweep(path: Path) -> Sweep:
-    """Every job directory under a sweep folder; :class:`SweepError` if it is not one."""
+def _jobs(path: Path) -> list[Path]:
+    """The run directories a path names: itself if it is one, else every one under it."""
     if not path.is_dir():
         raise SweepError(f"{path} is not a directory")
     if (path / ".hydra").is_dir():
-        raise SweepError(
-            f"{path} is a single run's directory; give the sweep folder that holds the runs "
-            "of a `-m` sweep (multirun/<date>/<time>)"
-        )
-    if not (path / "multirun.yaml").is_file():
-        nested = sorted(p.parent.as_posix() for p in path.rglob("multirun.yaml"))
-        if nested:
-            raise SweepError(f"{path} holds sweeps, not runs; give one of: {', '.join(nested)}")
+        return [path]
     jobs = sorted({p.parent.parent for p in path.rglob(".hydra/overrides.yaml")})
     if not jobs:
         raise SweepError(
             f"{path} is not a Hydra sweep folder: no job directory (<job>/.hydra/overrides.yaml) "
             "under it"
         )
-    return Sweep(path, sorted((load_run(path, job) for job in jobs), key=_order))
+    return jobs
+
+
+def load_sweep(*paths: Path) -> Sweep:
+    """Every run under ``paths``: sweep folders, single runs' directories, folders of sweeps
+    or of runs (a study); :class:`SweepError` if a path is missing or holds no run.
+
+    Job names are relative to the one sweep folder given, else to the folders' common
+    parent; runs are ordered by path, then folder, then ``hydra.job.num``.
+    """
+    if not paths:
+        raise SweepError("no folder given")
+    found = [(i, job) for i, path in enumerate(paths) for job in _jobs(path)]
+    if len(paths) == 1 and not (paths[0] / ".hydra").is_dir():
+        root = paths[0]  # one sweep folder: job names as Hydra numbered them
+    else:  # a run's own folder counts from its parent, so that its name stays
+        tops = [p.resolve().parent if (p / ".hydra").is_dir() else p.resolve() for p in paths]
+        root = Path(os.path.commonpath(tops))
+        found = [(i, job.resolve()) for i, job in found]
+    runs = [load_run(root, job) for _, job in found]
+    order = [(i, Path(run.job).parent.as_posix(), *_order(run)) for (i, _), run in zip(found, runs)]
+    return Sweep(root, [run for _, run in sorted(zip(order, runs), key=lambda item: item[0])])
+
+
+def _order(run: Run) -> tuple[int, str]:
+    return (run.num if run.num is not None else 1 << 30, run.job)

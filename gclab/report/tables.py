@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gclab.report.groups import Group, Spread, TargetRow
 from gclab.report.runs import SIM, TRAIN, Run, Sweep
 
 IDENTITY = ("job", "kind", "status", "error", "overrides", "scheme", "delay", "loss_rate")
@@ -148,3 +149,94 @@ def markdown(sweep: Sweep) -> str:
             lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+# --- runs grouped over seeds (gclab.report.groups) -----------------------------------------
+
+
+def _group_identity(group: Group) -> list[Any]:
+    return [group.label, group.delay, group.loss_rate]
+
+
+def write_curves_csv(all_groups: list[Group], band: str, path: Path) -> None:
+    """``curves.csv``: each group's mean accuracy curve on its common time grid, with the
+    band (``band_low``, ``band_high``: :data:`~gclab.report.groups.BANDS`) and the seeds."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(("series", "delay", "loss_rate", "seeds", "band", "virtual_time",
+                         "accuracy_mean", "band_low", "band_high"))  # fmt: skip
+        for group in all_groups:
+            mean = group.mean_curve(band)
+            if mean is None:
+                continue
+            for time, value in zip(*mean):
+                row = [*_group_identity(group), value.count, band, float(time), value.mean,
+                       value.low, value.high]  # fmt: skip
+                writer.writerow([_cell(v) for v in row])
+
+
+TARGET_COLUMNS = (
+    "series", "delay", "loss_rate", "target", "runs", "finished", "reached", "mean",
+    "ci95_low", "ci95_high", "min", "max", "seeds", "times", "speedup_mean",
+    "speedup_ci95_low", "speedup_ci95_high", "pairs",
+)  # fmt: skip
+
+
+def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
+    """``time_to_target.csv``: per group, every seed's time to target and their spread."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(TARGET_COLUMNS)
+        for row in rows:
+            time, extent, speed = row.time, row.extent, row.speedup
+            numbers = [
+                time.mean if time else None, time.low if time else None,
+                time.high if time else None, extent.low if extent else None,
+                extent.high if extent else None,
+            ]  # fmt: skip
+            speedup = [speed.mean, speed.low, speed.high, speed.count] if speed else [None] * 4
+            cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
+                     row.reached, *numbers, row.group.seeds(),
+                     row.group.times_to_target(target), *speedup]  # fmt: skip
+            writer.writerow([_cell(v) for v in cells])
+
+
+def _plus_minus(value: Spread | None, digits: int) -> str:
+    if value is None:
+        return "–"
+    if value.count == 1:
+        return f"{value.mean:.{digits}f}"
+    return f"{value.mean:.{digits}f} ± {(value.high - value.low) / 2:.{digits}f}"
+
+
+def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) -> str:
+    """The time-to-target table: one row per group, the spread over its seeds."""
+    lines = [
+        f"## Time to test accuracy {target:g}",
+        "",
+        f"Virtual time of each run's first evaluation at or above {target:g}: mean over the "
+        "seeds that reached it ± the half-width of its 95 % t-interval, and the range.",
+    ]
+    header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)"]
+    if baseline is not None:
+        lines[-1] += (
+            f" Speed-up: {baseline}'s time over this group's, per seed (paired: same seed, "
+            "same batches, same losses), mean ± 95 % t-interval half-width."
+        )
+        header.append(f"speed-up vs {baseline}")
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for row in rows:
+        extent = row.extent
+        cells = [
+            row.group.label,
+            row.group.delay,
+            _number("g")(row.group.loss_rate),
+            f"{row.reached}/{row.finished}",
+            _plus_minus(row.time, 1),
+            f"{extent.low:.1f}–{extent.high:.1f}" if extent else "–",
+        ]
+        if baseline is not None:
+            speed = row.speedup
+            cells.append(f"{_plus_minus(speed, 2)} ({speed.count} pairs)" if speed else "–")
+        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+    return "\n".join([*lines, ""])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import ray
@@ -57,8 +58,9 @@ class Cluster:
     ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
     1 by default, since a second thread mostly spins against the workers on a busy
     machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
-    with 1). ``timeout``: seconds the server waits for the remaining actors once the first one
-    answered; later ones are taken as stuck, restarted, and their packets erased.
+    with 1). ``timeout``: seconds a round may take from its start: actors still busy then
+    are taken as stuck, restarted, and their packets erased; also how long the actors
+    may take to come up (at least a minute when they fit: :mod:`gclab.runtime.pool`).
     ``placement``: ``pack`` or ``spread`` the actors over Ray's nodes
     (:mod:`gclab.runtime.placement`).
     ``address=None`` starts a private local Ray bound to loopback, without the
@@ -111,8 +113,8 @@ class Cluster:
             raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
             raise ConfigError(
-                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long the "
-                "server waits for the other actors once the first one answered)."
+                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long a "
+                "round may take before the actors still busy are restarted)."
             )
         if address is not None:
             try:
@@ -128,17 +130,21 @@ class Cluster:
         self.dashboard = dashboard
         self.server_threads = server_threads
 
-    def groups(self, one_per_worker: bool = False) -> list[list[int]]:
+    def groups(
+        self, one_per_worker: bool = False, resources: Mapping[str, float] | None = None
+    ) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible.
 
-        Call it once Ray runs (:meth:`connect`): the default packing reads the cluster's
-        CPUs. ``one_per_worker`` (the wall clock) makes the default one actor per worker.
+        The default packing is :meth:`default_actors` of the ``CPU`` and ``GPU`` of
+        ``resources``, by default the Ray cluster's (call it once Ray runs:
+        :meth:`connect`). ``one_per_worker`` (the wall clock) makes the default one actor
+        per worker.
         """
         actors = self.actors
         if actors is None and one_per_worker:
             actors = self.workers
         elif actors is None:
-            resources = ray.cluster_resources()
+            resources = ray.cluster_resources() if resources is None else resources
             actors = self.default_actors(resources.get("CPU", 1.0), resources.get("GPU", 0.0))
         size, extra = divmod(self.workers, actors)
         bounds = [a * size + min(a, extra) for a in range(actors + 1)]

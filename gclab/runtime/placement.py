@@ -3,15 +3,16 @@
 ``cluster.placement=pack`` puts the bundles on as few nodes as possible, ``spread`` on
 as many as possible (Ray's ``PACK`` and ``SPREAD``: both best effort, so a run still
 starts where the preferred layout does not fit). The group is reserved as a whole or
-not at all, so runs that share a cluster (a parallel sweep) queue for it instead of
-each grabbing part of what it needs and all of them waiting forever. Actors that
-reserve nothing (``worker_cpus=0``, ``worker_gpus=0``) cannot form bundles; they get
-Ray's ``SPREAD`` or default scheduling instead.
+not at all, so runs that share a cluster never each grab part of what they need and
+all wait for the rest. A reservation the cluster could never grant is refused at once;
+how long a run waits for one it could grant is the caller's start-up deadline
+(:mod:`gclab.runtime.pool`). Actors that reserve nothing (``worker_cpus=0``,
+``worker_gpus=0``) cannot form bundles; they get Ray's ``SPREAD`` or default
+scheduling instead.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import ray
@@ -24,12 +25,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gclab.errors import ConfigError
 
-log = logging.getLogger(__name__)
-
 STRATEGIES = ("pack", "spread")
-
-#: Seconds between two log lines while a run waits for its reservation.
-WAIT_LOG_SECONDS = 60.0
 
 
 def check_strategy(strategy: str) -> str:
@@ -52,12 +48,13 @@ class Placement:
             _check_fits(actors, self.bundle)
             self.group = placement_group([self.bundle] * actors, strategy=strategy.upper())
 
-    def wait(self) -> None:
-        """Block until the whole reservation is granted (other runs may hold the resources)."""
-        if self.group is None:
-            return
-        while not self.group.wait(timeout_seconds=WAIT_LOG_SECONDS):
-            log.info("waiting for the Ray cluster to free %s per actor", self.bundle)
+    def wait(self, timeout: float) -> bool:
+        """Whether the whole reservation is granted within ``timeout`` seconds.
+
+        Other runs may hold the resources until then; without a group there is nothing
+        to wait for.
+        """
+        return self.group is None or self.group.wait(timeout_seconds=timeout)
 
     def options(self, i: int) -> dict[str, Any]:
         """Ray actor options that place actor ``i`` in its bundle."""
@@ -80,15 +77,34 @@ class Placement:
 
 
 def _check_fits(actors: int, bundle: dict[str, float]) -> None:
-    """Refuse a reservation the cluster could never grant (Ray would wait forever)."""
+    """Refuse a reservation the cluster could never grant (Ray would wait for it forever)."""
     nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
     for name, per_actor in bundle.items():
         total = sum(n.get(name, 0.0) for n in nodes)
         largest = max((n.get(name, 0.0) for n in nodes), default=0.0)
-        key = {"CPU": "worker_cpus", "GPU": "worker_gpus"}[name]
         if actors * per_actor > total or per_actor > largest:
             raise ConfigError(
-                f"{actors} actors with cluster.{key}={per_actor} need {actors * per_actor:g} "
-                f"{name}s (at most {largest:g} on one node), but the Ray cluster has "
-                f"{total:g}; lower cluster.{key} or cluster.actors."
+                "the worker actors can never start: they ask for "
+                f"{demand(actors, name, per_actor)} while the Ray cluster has "
+                f"{count(total, name)} (at most {largest:g} on one node); {ADVICE}."
             )
+
+
+#: What to change when the actors ask for more than the cluster has.
+ADVICE = "lower cluster.worker_cpus/worker_gpus or cluster.actors, or add nodes"
+
+
+def asks(cpus: float, gpus: float) -> list[tuple[str, float]]:
+    """``(resource, amount per actor)`` of what an actor asks Ray for."""
+    return [("CPU", cpus)] + ([("GPU", gpus)] if gpus else [])
+
+
+def demand(actors: int, unit: str, each: float) -> str:
+    """What ``actors`` actors ask for of ``unit``, and the settings that make it."""
+    key = f"worker_{unit.lower()}s"
+    return f"{count(actors * each, unit)} (cluster.actors={actors} x cluster.{key}={each:g})"
+
+
+def count(amount: float, unit: str) -> str:
+    """``amount`` of ``unit``, plural unless it is one."""
+    return f"{amount:g} {unit}" + ("" if amount == 1 else "s")

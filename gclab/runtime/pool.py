@@ -1,16 +1,26 @@
 """The worker actors of a run, and what the server does when they fail.
 
 A round's packets come back through ``ray.wait`` (:class:`PendingRound`: all at once for
-the virtual clock, actor by actor for the wall clock). An actor that died (Ray restarts
-it), that is still busy ``timeout`` seconds after the first actor answered (it is
-killed and restarted, so its backlog cannot delay the next round), or a packet with
-non-finite values: all become *failed* packets, which the round protocol treats as
-lost. If the due job needs one, recovery asks :meth:`WorkerPool.refetch`, which has
-the (restarted) worker compute it again.
+the virtual clock, actor by actor for the wall clock). Every round has an absolute
+deadline, ``cluster.timeout`` seconds after its calls went out, whether or not any actor
+answered: an actor still busy then is killed and restarted, so neither it nor its
+backlog can hold up the run. An actor that died (Ray restarts it), a stuck one, or a
+packet with non-finite values: all become *failed* packets, which the round protocol
+treats as lost. If the due job needs one, recovery asks :meth:`WorkerPool.refetch`,
+which has the (restarted) worker compute it again.
 
 A stateful encoder (T > 0) restarts empty, so the packets of its first T rounds after
 a restart mix fewer jobs than the decoder expects: they are failed too, and cannot be
 recomputed. The server never decodes from a packet it cannot vouch for.
+
+Start-up has a deadline too, and ends the run before its first round with one sentence
+that compares what the actors ask for with what the cluster had free. The actors'
+resources are reserved first, all together (the run's placement group,
+:mod:`gclab.runtime.placement`): a reservation that does not fit in the free resources
+gets ``cluster.timeout`` seconds (others may free some), one that fits at least
+:data:`STARTUP_SECONDS`. Then the actors, which fit in their reservation, get at least
+:data:`STARTUP_SECONDS` to come up (a process that imports torch takes seconds, tens of
+them on a loaded machine), as does an actor Ray restarts.
 """
 
 from __future__ import annotations
@@ -19,17 +29,65 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
 from gclab.coding.base import Plan
+from gclab.errors import ConfigError
 from gclab.network.protocol import RecoveryError
-from gclab.runtime.placement import Placement
+from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
 from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
 
 log = logging.getLogger(__name__)
+
+#: Errors of a call to an actor that died or is being restarted.
+ACTOR_ERRORS = (RayActorError, ActorUnavailableError)
+
+#: Seconds an actor that fits in the cluster may take to come up, when cluster.timeout
+#: is shorter (at start-up and after a restart).
+STARTUP_SECONDS = 60.0
+
+
+class Round(Protocol):
+    """One round's worker calls in flight (:class:`PendingRound` is the Ray one)."""
+
+    #: ``time.monotonic()`` when the calls went out: the round's start on the wall clock.
+    sent: float
+    reports: dict[int, WorkerReport]
+    failed: np.ndarray
+
+    def pending(self) -> bool: ...
+
+    def wait(self, timeout: float | None) -> list[tuple[int, bool]]: ...
+
+    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]: ...
+
+
+class Pool(Protocol):
+    """What the server loop needs of its workers (:class:`WorkerPool` is the Ray one)."""
+
+    #: The logical workers of each actor.
+    groups: list[list[int]]
+    #: Where the actors run (Ray node ids): the summary counts the distinct ones.
+    nodes: list[str]
+    failures: int
+
+    def broadcast(self, state: np.ndarray) -> Any:
+        """Make the weights available to every worker once; the handle rounds take."""
+        ...
+
+    def submit(self, r: int, state: Any, tasks: Plan) -> Round: ...
+
+    def refetch(self, r: int, w: int, state: Any, tasks: Plan) -> np.ndarray: ...
+
+    def state_dict(self) -> dict | None: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class WorkerPool:
@@ -47,23 +105,48 @@ class WorkerPool:
         self.groups = groups
         self.shard_refs = shard_refs  # the driver owns the shards: restarted actors re-fetch
         self.placement = placement
+        self.timeout = timeout
+        self.startup = max(timeout, STARTUP_SECONDS)
+        self.hosts: list = []
         try:
-            placement.wait()
-            self.hosts = start_hosts(spec, groups, shard_refs, placement, name)
+            self._start(spec, name)
             #: The Ray nodes hosting the actors (their bundles', or where they started).
             self.nodes = placement.nodes() or _started_on(self.hosts)
         except BaseException:
-            placement.remove()  # frees the reservation and ends the actors in it
+            self.close()  # frees the reservation and ends the actors
             raise
         self.host_of = {w: i for i, group in enumerate(groups) for w in group}
         self.T = spec.scheme.T
         self.n = spec.scheme.n
-        self.timeout = timeout
         #: Packets of rounds <= unusable_until[w] are failed (fresh encoder after restart).
         self.unusable_until = np.full(self.n, -1)
         self.failures = 0
         self.nonfinite = 0
         self.restarting: set[int] = set()
+
+    def _start(self, spec: WorkerSpec, name: str) -> None:
+        """Reserve, start and wait for every actor (see the module docstring); else say why.
+
+        The reservation gets the start-up deadline; once it is granted the actors' share
+        is theirs, so they fit and get ``startup`` seconds to come up.
+        """
+        p, actors = self.placement, len(self.groups)
+        free, total = ray.available_resources(), ray.cluster_resources()
+        fits = all(actors * each <= free.get(unit, 0.0) for unit, each in asks(p.cpus, p.gpus))
+        limit = self.startup if fits else self.timeout
+        if not p.wait(limit):
+            raise ConfigError(shortfall(actors, 0, p.cpus, p.gpus, free, total, limit))
+        self.hosts = start_hosts(spec, self.groups, self.shard_refs, p, name)
+        calls = [h.ready.remote() for h in self.hosts]
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=self.startup)
+        if len(ready) < len(calls):
+            sentence = shortfall(actors, len(ready), p.cpus, p.gpus, free, total, self.startup)
+            raise ConfigError(sentence)
+        ray.get(ready)  # an actor whose __init__ raised reports it here
+
+    def broadcast(self, state: np.ndarray) -> ray.ObjectRef:
+        """One copy of the weights in the object store, read by every actor."""
+        return ray.put(state)
 
     def submit(self, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> PendingRound:
         """Send round ``r`` to every actor; its results come back through the returned object."""
@@ -76,7 +159,7 @@ class WorkerPool:
         Without this, calls sent while Ray is still restarting an actor fail at once and
         one failure would erase several rounds. The wait is wall time, not virtual time.
         """
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.startup
         for i in sorted(self.restarting):
             while True:  # calls fail fast while Ray is still restarting the actor
                 try:
@@ -84,7 +167,7 @@ class WorkerPool:
                     ray.get(self.hosts[i].ready.remote(), timeout=left)
                     self.restarting.discard(i)
                     break
-                except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
+                except (*ACTOR_ERRORS, GetTimeoutError) as exc:
                     if time.monotonic() >= deadline:
                         log.warning("worker actor %d has not restarted (%s)", i, exc)
                         break
@@ -99,29 +182,99 @@ class WorkerPool:
         )
 
     def refetch(self, r: int, w: int, state_ref: ray.ObjectRef, tasks: Plan) -> np.ndarray:
-        """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet)."""
+        """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet).
+
+        The actor gets ``startup`` seconds to come back after a restart, and the call as
+        long again: the first call of a new process pays its warm-up too.
+        """
         if self.T or self.unusable_until[w] > r:
             raise RecoveryError(
                 f"round {r}: the due job needs worker {w}'s packet, which was lost with its "
                 f"actor and cannot be recomputed (a T={self.T} encoder's state is gone)."
             )
-        self._await_restarts()
-        host = self.hosts[self.host_of[w]]
-        try:
-            call = host.run_round.remote(r, state_ref, {w: tasks[w]}, retry=True)
-            report = ray.get(call, timeout=self.timeout)[w]
-        except (RayActorError, ActorUnavailableError, GetTimeoutError) as exc:
-            raise RecoveryError(
-                f"round {r}: worker {w} could not recompute its packet ({type(exc).__name__})."
-            ) from exc
+        i = self.host_of[w]
+        deadline = time.monotonic() + self.startup
+        while True:
+            self._await_restarts()
+            try:
+                call = self.hosts[i].run_round.remote(r, state_ref, {w: tasks[w]}, retry=True)
+                report = ray.get(call, timeout=max(0.1, deadline - time.monotonic()))[w]
+                break
+            except (*ACTOR_ERRORS, GetTimeoutError) as exc:
+                if isinstance(exc, GetTimeoutError) or time.monotonic() >= deadline:
+                    raise RecoveryError(
+                        f"round {r}: worker {w} could not recompute its packet within "
+                        f"{self.startup:g} s ({type(exc).__name__})."
+                    ) from exc
+                self.restarting.add(i)  # still restarting: wait for it and call again
         if not _finite(report.packet):
             raise RecoveryError(f"round {r}: worker {w} sent non-finite values again.")
         return report.packet
 
+    def state_dict(self) -> dict | None:
+        """Every logical worker's encoder state (from its actor) and the failure records.
+
+        Called between rounds. ``None`` when an actor does not answer within the
+        timeout: the caller then skips this checkpoint (the previous one stays valid).
+        """
+        self._await_restarts()
+        try:
+            parts = ray.get([h.encoder_states.remote() for h in self.hosts], timeout=self.timeout)
+        except (*ACTOR_ERRORS, GetTimeoutError) as exc:
+            log.warning("encoder states not read (%s): checkpoint skipped", exc)
+            return None
+        return {
+            "encoders": {w: state for part in parts for w, state in part.items()},
+            "unusable_until": self.unusable_until.copy(),
+            "failures": self.failures,
+            "nonfinite": self.nonfinite,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from :meth:`state_dict` (a resumed run, before its first round)."""
+        encoders = state["encoders"]
+        calls = [
+            h.load_encoder_states.remote({w: encoders[w] for w in group})
+            for h, group in zip(self.hosts, self.groups)
+        ]
+        ray.get(calls, timeout=self.timeout)
+        self.unusable_until = np.array(state["unusable_until"])
+        self.failures, self.nonfinite = state["failures"], state["nonfinite"]
+
     def close(self) -> None:
         for h in self.hosts:
             ray.kill(h, no_restart=True)
-        self.placement.remove()
+        self.placement.remove()  # frees the reservation
+
+
+def shortfall(
+    actors: int,
+    started: int,
+    cpus: float,
+    gpus: float,
+    free: dict[str, float],
+    total: dict[str, float],
+    waited: float,
+) -> str:
+    """The sentence for actors that did not start within ``waited`` seconds."""
+    needs, fits = [], True
+    for unit, each in asks(cpus, gpus):
+        have, of = free.get(unit, 0.0), total.get(unit, 0.0)
+        needs.append(
+            f"{demand(actors, unit, each)} while the Ray cluster had {have:g} of its "
+            f"{count(of, unit)} free"
+        )
+        fits &= actors * each <= have
+    advice = (
+        "they fit, so they were slow to start (or no single node has room for one): "
+        "raise cluster.timeout"
+        if fits
+        else ADVICE
+    )
+    return (
+        f"{actors - started} of the {actors} worker actors did not start within {waited:g} s: "
+        f"they ask for {' and '.join(needs)}; {advice}."
+    )
 
 
 class PendingRound:
@@ -137,6 +290,8 @@ class PendingRound:
         self.r = r
         #: ``time.monotonic()`` when the calls went out: the round's start on the wall clock.
         self.sent = time.monotonic()
+        #: Actors still busy then are stuck: killed, restarted, their packets failed.
+        self.deadline = self.sent + pool.timeout
         self.calls = {
             h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
             for i, (h, g) in enumerate(zip(pool.hosts, pool.groups))
@@ -144,7 +299,6 @@ class PendingRound:
         self.reports: dict[int, WorkerReport] = {}
         #: Packets without a valid copy (known once their actor has answered).
         self.failed = np.zeros(pool.n, dtype=bool)
-        self.first: float | None = None  # when the first actor answered
 
     def pending(self) -> bool:
         """Whether some actor has not answered yet."""
@@ -153,22 +307,22 @@ class PendingRound:
     def wait(self, timeout: float | None) -> list[tuple[int, bool]]:
         """The next actor's workers, each with whether its packet failed; ``[]`` on a timeout.
 
-        An actor still busy ``pool.timeout`` seconds after the first answer is killed
-        (Ray restarts it) and every call still out is answered as failed.
+        At the round's deadline every actor still busy is killed (Ray restarts it) and
+        its calls are answered as failed.
         """
         pool, r = self.pool, self.r
-        stuck_at = None if self.first is None else self.first + pool.timeout
-        limits = [] if timeout is None else [timeout]
-        if stuck_at is not None:
-            limits.append(stuck_at - time.monotonic())
-        wait = max(0.0, min(limits)) if limits else None
+        left = self.deadline - time.monotonic()
+        wait = max(0.0, left if timeout is None else min(timeout, left))
         ready, _ = ray.wait(list(self.calls), num_returns=1, timeout=wait)
         if not ready:
-            if stuck_at is None or time.monotonic() < stuck_at:
+            if time.monotonic() < self.deadline:
                 return []
             hosts = list(self.calls.values())
             for ref, i in self.calls.items():
-                log.warning("round %d: worker actor %d is stuck; restarting it", r, i)
+                log.warning(
+                    "round %d: worker actor %d is stuck after cluster.timeout=%g s; "
+                    "restarting it", r, i, pool.timeout,
+                )  # fmt: skip
                 ray.cancel(ref, force=False)
                 ray.kill(pool.hosts[i], no_restart=False)
                 pool._failed_host(i, r)
@@ -176,10 +330,9 @@ class PendingRound:
             return self._answered(hosts)
         ref = ready[0]
         i = self.calls.pop(ref)
-        self.first = self.first if self.first is not None else time.monotonic()
         try:
             got = ray.get(ref)
-        except (RayActorError, ActorUnavailableError) as exc:
+        except ACTOR_ERRORS as exc:
             log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
             pool._failed_host(i, r)
             return self._answered([i])

@@ -22,17 +22,18 @@ import ray
 import torch
 from tqdm import tqdm
 
-from gclab.coding.base import Scheme
+from gclab.coding.base import Decoder, Scheme
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
+from gclab.ml.optim import StaleLR, stale_weight
 from gclab.network.protocol import RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
-from gclab.runtime.pool import WorkerPool
-from gclab.runtime.worker import WorkerSpec
+from gclab.runtime.pool import Pool, WorkerPool
+from gclab.runtime.worker import Shard, WorkerSpec
 from gclab.tracking.run import RunRecorder
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class TrainingPlan:
     batch_size: int
     num_jobs: int
     eval_every: int
+    stop_at_target: bool  # end at the first evaluation that reaches the target accuracy
     checkpoint_every: int
     seed: int
     cluster: Cluster
@@ -57,6 +59,7 @@ class TrainingPlan:
     faults: Faults
     resume: bool
     models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
+    stale_lr: StaleLR  # weight of a stale gradient
 
 
 class ParameterServer:
@@ -66,6 +69,10 @@ class ParameterServer:
     gradient is up to T steps stale. ``pipeline=interleaved`` trains T+1 models from the
     same initial weights, job t on model t mod (T+1): each model then gets exact
     synchronous SGD on its own jobs (its previous job is due before its next starts).
+
+    A job's *staleness* is the number of updates its model received between the round
+    that computed its gradient (:meth:`start`) and the update that applies it: at most
+    T with ``stale``, always 0 with ``interleaved``. ``stale_lr`` weighs the gradient by it.
     """
 
     def __init__(self, plan: TrainingPlan) -> None:
@@ -83,8 +90,18 @@ class ParameterServer:
             self.schedulers.append(scheduler)
         self.num_params = self.models[0].num_params
         self.batch_size = plan.batch_size
+        self.stale_lr = plan.stale_lr
         self.next_job = 0
         self._pending: dict[int, np.ndarray] = {}
+        self._started: dict[int, int] = {}  # job -> next_job when its round broadcast
+
+    def start(self, job: int) -> None:
+        """Job's gradient is computed on the weights broadcast now: note how fresh they are."""
+        self._started[job] = self.next_job
+
+    def staleness(self, job: int) -> int:
+        """Updates job's model got since its weights were broadcast (job is the next to apply)."""
+        return (job - self._started[job]) // len(self.models)
 
     def state(self) -> np.ndarray:
         """Every model's parameters and buffers, concatenated: one broadcast per round."""
@@ -97,7 +114,9 @@ class ParameterServer:
         while self.next_job in self._pending:
             grad = self._pending.pop(self.next_job)
             i = self.next_job % len(self.models)
-            grad = torch.from_numpy(grad / self.batch_size).float().to(self.device)
+            weight = stale_weight(self.stale_lr, self.staleness(self.next_job))
+            del self._started[self.next_job]
+            grad = torch.from_numpy(grad * weight / self.batch_size).float().to(self.device)
             self.models[i].set_grad(grad)
             self.optimizers[i].step()
             if self.schedulers[i] is not None:
@@ -119,7 +138,8 @@ class ParameterServer:
         """Models, optimizers and schedules for the checkpoint.
 
         ``model``/``optimizer`` are model 0's (the only one unless interleaved), the keys
-        DESIGN.md promises; ``models``/``optimizers``/``schedulers`` hold all of them.
+        DESIGN.md promises; ``models``/``optimizers``/``schedulers`` hold all of them;
+        ``pending`` the decoded gradients still waiting for an earlier job (T > 0).
         """
         return {
             "model": self.models[0].model.state_dict(),
@@ -128,6 +148,8 @@ class ParameterServer:
             "optimizers": [o.state_dict() for o in self.optimizers],
             "schedulers": [s.state_dict() if s else None for s in self.schedulers],
             "next_job": self.next_job,
+            "started": dict(self._started),
+            "pending": {job: torch.from_numpy(g) for job, g in self._pending.items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -139,6 +161,9 @@ class ParameterServer:
             if scheduler is not None:
                 scheduler.load_state_dict(saved)
         self.next_job = state["next_job"]
+        # checkpoints from before train.stale_lr lack it; they hold no job in flight (T = 0)
+        self._started = dict(state.get("started", {}))
+        self._pending = {job: g.numpy() for job, g in state["pending"].items()}
 
     def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
         """Test accuracy and loss, averaged over the models (one model: its own)."""
@@ -146,11 +171,19 @@ class ParameterServer:
         return float(np.mean([a for a, _ in results])), float(np.mean([l for _, l in results]))
 
 
-def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
-    """Start the workers, run every round, and return the run summary."""
+#: Starts a run's workers from its plan, the workers' spec and the data shards.
+PoolFactory = Callable[[TrainingPlan, WorkerSpec, list[Shard]], Pool]
+
+
+def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | None = None) -> dict:
+    """Start the workers, run every round, and return the run summary.
+
+    ``start_pool`` defaults to :func:`ray_pool`: one Ray actor per group of logical
+    workers. Tests pass pools with the same interface that run in this process.
+    """
     torch.set_num_threads(plan.cluster.server_threads)
-    plan.cluster.connect()
-    pool, normalizer = _start_workers(plan)
+    spec, shards, normalizer = worker_setup(plan)
+    pool = (start_pool or ray_pool)(plan, spec, shards)
     cluster = plan.cluster
     recorder.extra.update(
         actors=len(pool.groups), compute_time=cluster.compute_time.value, device=cluster.device,
@@ -162,20 +195,29 @@ def train(plan: TrainingPlan, recorder: RunRecorder) -> dict:
         pool.close()
 
 
-def _loop(
-    plan: TrainingPlan, recorder: RunRecorder, pool: WorkerPool, normalizer: Normalizer
-) -> dict:
+def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Normalizer) -> dict:
     """The distributed loop: broadcast, compute, collect, protocol, decode, step."""
     scheme, data = plan.scheme, plan.data
     server = ParameterServer(plan)
     decoder = scheme.decoder(server.num_params)
-    start = recorder.resume(server, plan.protocol) if plan.resume else 0
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
+    start = 0
+    if plan.resume:
+        start, coding = recorder.resume(server, plan.protocol)
+        if coding is not None:  # None: the run had finished, nothing is left to run
+            decoder.load_state_dict(coding["decoder"])
+            packets.update(coding["packets"])
+            pool.load_state_dict(coding["pool"])
     rounds = plan.num_jobs + scheme.T
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
+    done = server.next_job >= plan.num_jobs
     for r in progress:
+        if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
+            continue
         wall_start = time.perf_counter()
-        state_ref = ray.put(server.state())  # broadcast once: every actor reads this copy
+        state_ref = pool.broadcast(server.state())  # once: every worker reads this copy
+        if r < plan.num_jobs:
+            server.start(r)
         tasks = decoder.plan(r)
         calls = pool.submit(r, state_ref, tasks)
         for key in [key for key in packets if key[0] < r - scheme.T]:
@@ -215,18 +257,53 @@ def _loop(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults
         )
         postfix = {"loss": f"{record['train_loss']:.3f}"}
-        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or r + 1 == rounds):
+        finished = not done and server.next_job >= plan.num_jobs  # the last job is applied
+        done = done or finished
+        if plan.eval_every and ((r + 1) % plan.eval_every == 0 or finished):
             acc, test_loss = server.evaluate(data, normalizer)
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
         progress.set_postfix(postfix)
-        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or r + 1 == rounds):
-            recorder.checkpoint(r, server, plan.protocol)
+        stop = plan.stop_at_target and recorder.time_to_target is not None
+        last = finished or stop
+        if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or last):
+            _checkpoint(r, last, recorder, server, plan.protocol, decoder, packets, pool)
+        if stop:
+            break
     return recorder.summary()
 
 
-def _start_workers(plan: TrainingPlan) -> tuple[WorkerPool, Normalizer]:
-    """Shard the data into the object store (once) and start the worker actors."""
+def _checkpoint(
+    r: int,
+    last: bool,
+    recorder: RunRecorder,
+    server: ParameterServer,
+    protocol: RoundProtocol,
+    decoder: Decoder,
+    packets: dict[tuple[int, int], np.ndarray],
+    pool: Pool,
+) -> None:
+    """Write the checkpoint after round ``r``, with what the later rounds need to resume.
+
+    That is the decoder's state, the packets recovery may still ask for (those of rounds
+    >= the oldest job not applied: ``wanted`` names no earlier round) and the workers'
+    encoder states; after the last round nothing (``coding=None``).
+    """
+    coding = None
+    if not last:
+        pool_state = pool.state_dict()
+        if pool_state is None:
+            return  # an actor did not answer in time: the previous checkpoint stays
+        keep = {key: p for key, p in packets.items() if key[0] >= server.next_job}
+        coding = {"decoder": decoder.state_dict(), "packets": keep, "pool": pool_state}
+    recorder.checkpoint(r, server, protocol, coding)
+
+
+def worker_setup(plan: TrainingPlan) -> tuple[WorkerSpec, list[Shard], Normalizer]:
+    """What every worker host is built from, the data shards, and the input normalizer.
+
+    The normalizer is the server's: it evaluates on ``cluster.server_device``.
+    """
     scheme, data, cluster = plan.scheme, plan.data, plan.cluster
     shards = shard_indices(len(data.train_y), scheme.k, plan.seed)
     batches = BatchPlan(tuple(len(s) for s in shards), plan.batch_size // scheme.k, plan.seed)
@@ -236,10 +313,17 @@ def _start_workers(plan: TrainingPlan) -> tuple[WorkerPool, Normalizer]:
         cluster.threads_per_actor, plan.num_jobs, plan.faults, plan.models,
         cluster.compute_time, cluster.device, cluster.bf16,
     )  # fmt: skip
-    shard_refs = [ray.put((data.train_x[idx], data.train_y[idx])) for idx in shards]
+    shard_data = [(data.train_x[idx], data.train_y[idx]) for idx in shards]
+    return spec, shard_data, Normalizer(mean, std, cluster.server_device)
+
+
+def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> WorkerPool:
+    """Connect to Ray, put the shards into the object store (once), start the actors."""
+    cluster = plan.cluster
+    cluster.connect()
+    shard_refs = [ray.put(shard) for shard in shards]
     groups = cluster.groups(one_per_worker=isinstance(plan.protocol, WallClockProtocol))
     placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)
-    pool = WorkerPool(
+    return WorkerPool(
         spec, groups, shard_refs, placement, cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}"
     )
-    return pool, Normalizer(mean, std, cluster.server_device)  # evaluation on the server

@@ -59,19 +59,26 @@ class WorkerReport:
     model: int | None  # which model those buffers belong to
 
 
+#: One data shard: its images and labels.
+Shard = tuple[torch.Tensor, torch.Tensor]
+
+
 class WorkerHost:
-    """A Ray actor process hosting logical workers ``workers`` (see :func:`start_hosts`)."""
+    """Hosts logical workers ``workers`` with the data ``shards`` their placement names.
+
+    In a run it is a Ray actor process (:class:`RayWorkerHost`, see :func:`start_hosts`);
+    the class itself needs no Ray, so tests can run the same code in one process.
+    """
 
     def __init__(
-        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
+        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, Shard]
     ) -> None:
         torch.set_num_threads(spec.threads)
         self.spec = spec
         self.workers = list(workers)
         device = torch.device(spec.device)  # cuda: the GPU Ray gave this actor
         self.flat = FlatModel(instantiate(spec.model).to(device))
-        fetched = ray.get(list(shards.values()))
-        local = {j: (x.to(device), y.to(device)) for j, (x, y) in zip(shards, fetched)}
+        local = {j: (x.to(device), y.to(device)) for j, (x, y) in shards.items()}
         normalizer = Normalizer(spec.mean, spec.std, device)
         self.batches = BatchMaker(local, spec.plan, normalizer, spec.augment)
         self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
@@ -143,9 +150,32 @@ class WorkerHost:
         """The actor's process id, once ``__init__`` is done (restarts change it)."""
         return os.getpid()
 
+    def encoder_states(self) -> dict[int, dict]:
+        """Each hosted worker's encoder state (a checkpoint stores it between rounds)."""
+        return {w: encoder.state_dict() for w, encoder in self.encoders.items()}
+
+    def load_encoder_states(self, states: Mapping[int, Mapping]) -> None:
+        """Continue every hosted worker's encoder from ``states`` (a resumed run)."""
+        for w in self.workers:
+            self.encoders[w].load_state_dict(states[w])
+
+
+class RayWorkerHost(WorkerHost):
+    """The actor: fetches its shards from the object store first (again after a restart)."""
+
+    def __init__(
+        self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
+    ) -> None:
+        super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
+
     def node(self) -> str:
         """The id of the Ray node this actor runs on."""
         return ray.get_runtime_context().get_node_id()
+
+
+def host_shards(scheme: Scheme, workers: Sequence[int]) -> list[int]:
+    """The shards an actor hosting ``workers`` needs: those their placement names."""
+    return sorted({j for w in workers for j in scheme.placement[w]})
 
 
 def start_hosts(
@@ -158,14 +188,15 @@ def start_hosts(
     """Start one named actor per group of logical workers, each with only its shards.
 
     Actor ``i`` takes bundle ``i`` of ``placement`` (granted before this is called).
-
-    Ray restarts a dead actor (``max_restarts``) by running ``__init__`` again: it
-    fetches its shards from the object store and starts with fresh encoders.
+    Returns at once: the caller waits, with a deadline, for the actors to come up
+    (:class:`gclab.runtime.pool.WorkerPool`). Ray restarts a dead actor
+    (``max_restarts``) by running ``__init__`` again: it fetches its shards from the
+    object store and starts with fresh encoders.
     """
-    actor_cls = ray.remote(WorkerHost)
+    actor_cls = ray.remote(RayWorkerHost)
     hosts = []
     for i, group in enumerate(groups):
-        needed = sorted({j for w in group for j in spec.scheme.placement[w]})
+        needed = host_shards(spec.scheme, group)
         actor = actor_cls.options(
             name=f"{name}-host{i}",
             **placement.options(i),
@@ -173,7 +204,6 @@ def start_hosts(
             max_task_retries=0,
         )
         hosts.append(actor.remote(spec, list(group), {j: shard_refs[j] for j in needed}))
-    ray.get([h.ready.remote() for h in hosts])
     return hosts
 
 

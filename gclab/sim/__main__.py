@@ -3,30 +3,36 @@
 Writes into the Hydra run directory: ``summary.json`` (``total_time``, ``waits``,
 ``retransmissions``, ``load``, ``jobs``, …), ``rounds.csv`` (one row per round) and,
 with ``sim.search=true``, ``search.json`` (every grid point, fastest first; the summary
-and rounds are the best point's). A bad config is reported in one sentence (exit 2)
-before any round runs.
+and rounds are the best point's, and the summary adds ``settings``, ``search_seconds``
+and the best setting of each scheme). ``sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc]``
+searches several schemes' grids in one run. A bad config is reported in one sentence
+(exit 2) before any round runs.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 
 import gclab.coding
 import gclab.network  # noqa: F401  (both register their config schemas)
-from gclab import CONF_DIR, cli
+from gclab import CONF_DIR
+from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
-from gclab.sim.search import Trial, grid, search
+from gclab.sim.fast import FAMILIES, load_kernels
+from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
+
+PREFIX = PREFIXES["sim"]
 
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
@@ -36,37 +42,57 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate_checked(cfg.delay)
     check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time)
-    if cfg.sim.search and cfg.sim.grid is None:
-        grid(cfg.scheme, scheme.n)
-    elif cfg.sim.grid is not None and not cfg.sim.grid:
+    if cfg.sim.grid is not None and not cfg.sim.grid:
         raise ConfigError(
             "sim.grid=[] is invalid: give at least one setting, or null for the full grid."
         )
+    if cfg.sim.schemes is not None and cfg.sim.grid is not None:
+        raise ConfigError(
+            "sim.grid and sim.schemes cannot be combined: a grid subset is one scheme's "
+            "parameters; search several schemes with their full grids (sim.grid=null)."
+        )
+    if cfg.sim.search and cfg.sim.grid is None:
+        for node in searched(cfg):
+            grid(node, scheme.n, network.recovery)
     return scheme, delay, network
 
 
-def reason(exc: Exception) -> str:
-    """The one sentence to show: the innermost ConfigError if any, else the error itself."""
-    inner: BaseException | None = exc
-    while inner is not None:
-        if isinstance(inner, ConfigError):
-            return str(inner)
-        inner = inner.__cause__
-    return str(exc).splitlines()[0]
+def searched(cfg: DictConfig) -> list[DictConfig]:
+    """The schemes a search covers: ``sim.schemes`` if given, else the one ``scheme``."""
+    if cfg.sim.schemes is None:
+        return [cfg.scheme]
+    if not cfg.sim.schemes:
+        raise ConfigError(
+            "sim.schemes=[] is invalid: give at least one scheme option, or null to search "
+            "the configured scheme."
+        )
+    return [scheme_option(name) for name in cfg.sim.schemes]
 
 
-def report(result: SimResult, out: Path, trials: list[Trial] | None = None) -> None:
-    """Write the run's files and print a short summary."""
+def report(
+    result: SimResult, out: Path, trials: list[Trial] | None = None, seconds: float | None = None
+) -> None:
+    """Write the run's files and print a short summary (with a search: the best of each scheme)."""
     summary = {**result.summary(), "rounds_file": "rounds.csv"}
     if trials is not None:
+        best = {}
+        for t in trials:  # fastest first: the first trial of a scheme is its best
+            best.setdefault(t.name, t)
         summary["params"] = trials[0].params
-        (out / "search.json").write_text(json.dumps([t.record() for t in trials], indent=2))
-        for t in trials:
+        summary["settings"] = len(trials)
+        summary["search_seconds"] = seconds
+        summary["best"] = {
+            name: {"params": t.params, "scheme": t.result.scheme, "total_time": t.result.total_time}
+            for name, t in best.items()
+        }
+        lines = ",\n".join(json.dumps(t.record()) for t in trials)  # one setting a line
+        (out / "search.json").write_text(f"[\n{lines}\n]\n")
+        for t in best.values():
             print(
-                f"  {t.params}  load {t.result.load:.6f}  time {t.result.total_time:10.2f} s"
+                f"  {t.result.scheme}  load {t.result.load:.6f}  time {t.result.total_time:10.2f} s"
                 f"  waits {t.result.waits}"
             )
-        print(f"best: {trials[0].params}")
+        print(f"best: {trials[0].params} ({len(trials)} settings searched in {seconds:.3f} s)")
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     result.write_rounds(out / "rounds.csv")
     print(
@@ -78,8 +104,8 @@ def report(result: SimResult, out: Path, trials: list[Trial] | None = None) -> N
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="sim")
-def main(cfg: DictConfig) -> None:
-    """Hydra entry point. In a sweep, a job with a bad value is recorded and skipped."""
+def _hydra_main(cfg: DictConfig) -> None:
+    """Hydra's task function. In a sweep, a job with a bad value is recorded and skipped."""
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
     try:
@@ -87,17 +113,28 @@ def main(cfg: DictConfig) -> None:
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
         if cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
-            trials = search(cfg.scheme, scheme.n, *args, settings=settings)
-            report(trials[0].result, out, trials)
+            nodes = searched(cfg)
+            if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):
+                load_kernels()  # start-up: search_seconds times the search alone
+            start = time.perf_counter()
+            trials = sorted(
+                (t for node in nodes for t in search(node, scheme.n, *args, settings)),
+                key=lambda t: t.result.total_time,
+            )
+            report(trials[0].result, out, trials, time.perf_counter() - start)
         else:
             report(simulate(scheme, *args), out)
-    except (ConfigError, InstantiationException, TypeError) as exc:
-        print(f"gclab.sim: {reason(exc)}", file=sys.stderr)
-        if hydra_cfg.mode.name == "MULTIRUN":  # the sweep's other jobs go on
-            (out / "error.txt").write_text(reason(exc) + "\n", encoding="utf-8")
-            return
-        sys.exit(2)
+    except ConfigError as exc:
+        if hydra_cfg.mode.name != "MULTIRUN":
+            fail(PREFIX, str(exc))
+        print(f"{PREFIX}{exc}", file=sys.stderr)  # the sweep's other jobs go on
+        (out / "error.txt").write_text(f"{exc}\n", encoding="utf-8")
+
+
+def main() -> None:
+    """``python -m gclab.sim``: bad input exits 2 with one line, a bug shows its traceback."""
+    run_app(_hydra_main, "sim")
 
 
 if __name__ == "__main__":
-    cli.run(main, "sim", "gclab.sim: ")
+    main()

@@ -17,10 +17,13 @@ from gclab.network import NetworkConfig
 
 @dataclass
 class SimOptions:
-    jobs: int = 100  # J: jobs to simulate (the run has J + T rounds)
+    jobs: int = 100  # J: jobs to simulate (in at most J + T rounds)
     search: bool = False  # evaluate the scheme's whole parameter grid (gclab/sim/search.py)
     unit_time: float = 0.0  # compute seconds per unit load added to every worker's delay
     grid: list[dict[str, Any]] | None = None  # with search: these settings, not the full grid
+    # with search: search these scheme options' grids together (e.g. [uncoded,classic_cr,
+    # sr_sgc,m_sgc], the SGC papers' four) instead of the one `scheme`
+    schemes: list[str] | None = None
 
 
 @dataclass

@@ -3,10 +3,15 @@
 Each round the simulator hands the protocol the same compute time for every worker,
 ``unit_time × scheme.load`` seconds (``sim.unit_time``: seconds per unit load; 0 by
 default, because trace replay already includes compute time and scales it by load);
-the delay model adds the rest. It decodes every job the protocol reports decodable and
-runs ``J + T`` rounds so that the last job is due. It never calls ``decoder.plan``: in
-symbolic mode decodability depends only on which packets arrived, and building every
-worker's task list each round would cost more than the rest of the round together.
+the delay model adds the rest. It decodes every job the protocol reports decodable.
+Rounds ``0 .. J+T−1`` are candidates (the last job is due in round ``J−1+T``); the
+protocol says which run (:meth:`~gclab.network.RoundProtocol.runs`): with
+``recovery=decodable`` a round that serves no undecoded job is skipped and costs
+nothing, so the run ends when its last job is decoded; ``wait_all`` runs what the
+papers' code runs. It never calls
+``decoder.plan``: in symbolic mode decodability depends only on which packets arrived,
+and building every worker's task list each round would cost more than the rest of the
+round together.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from gclab.network import DelayModel, NetworkConfig, RoundProtocol
 
 @dataclass(frozen=True)
 class SimResult:
-    """Per-round records of one simulated run (arrays have one entry per round)."""
+    """Per-round records of one simulated run (arrays have one entry per round run)."""
 
     scheme: str
     n: int
     load: float
     jobs: int
+    #: The number of each round run (skipped rounds have no entry).
+    index: np.ndarray
     durations: np.ndarray
     erasures: np.ndarray
     lost: np.ndarray
@@ -77,7 +84,7 @@ class SimResult:
         with path.open("w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(("round", *columns))
-            for r, row in enumerate(zip(*(c.tolist() for c in columns.values()))):
+            for r, row in zip(self.index.tolist(), zip(*(c.tolist() for c in columns.values()))):
                 writer.writerow((r, *row))
 
 
@@ -92,31 +99,34 @@ def simulate(
     """Simulate ``jobs`` jobs of ``scheme``; raises :class:`ConfigError` before any round."""
     check_clock(network)
     check_run(scheme, delay, jobs, unit_time)
-    rounds = jobs + scheme.T
     protocol = RoundProtocol(network, delay, scheme.n, seed)
     decoder = scheme.decoder()
     compute = np.full(scheme.n, unit_time * scheme.load)
-    durations = np.empty(rounds)
-    counts = np.empty((4, rounds), dtype=np.int64)  # erasures, lost, late, retransmissions
-    waited = np.empty(rounds, dtype=bool)
-    for r in range(rounds):
+    index, durations, counts = [], [], []  # counts: erasures, lost, late, retransmissions, waited
+    for r in range(jobs + scheme.T):
+        if not protocol.runs(r, jobs, decoder):
+            continue
         out = protocol.run_round(r, compute, decoder, _symbolic)
         for job in out.decodable:
             decoder.decode(job)
-        durations[r] = out.duration
-        counts[:, r] = (out.erased.sum(), out.lost.sum(), out.late.sum(), out.retransmissions)
-        waited[r] = out.waited
+        index.append(r)
+        durations.append(out.duration)
+        counts.append(
+            (out.erased.sum(), out.lost.sum(), out.late.sum(), out.retransmissions, out.waited)
+        )
+    table = np.array(counts, dtype=np.int64).reshape(-1, 5).T
     return SimResult(
         scheme=scheme.describe(),
         n=scheme.n,
         load=float(scheme.load),
         jobs=int(jobs),
-        durations=durations,
-        erasures=counts[0],
-        lost=counts[1],
-        late=counts[2],
-        retransmissions=counts[3],
-        waited=waited,
+        index=np.array(index, dtype=np.int64),
+        durations=np.array(durations, dtype=np.float64),
+        erasures=table[0],
+        lost=table[1],
+        late=table[2],
+        retransmissions=table[3],
+        waited=table[4].astype(bool),
     )
 
 

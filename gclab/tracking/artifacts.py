@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -58,5 +59,38 @@ def save_checkpoint(path: Path, checkpoint: dict[str, Any]) -> None:
     atomic_write(path, lambda tmp: torch.save(checkpoint, tmp))
 
 
-def load_checkpoint(path: Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
+def load_checkpoint(path: Path, mmap: bool = False) -> dict[str, Any]:
+    """Read a checkpoint (``weights_only=True``); ``mmap`` maps tensors, reading none."""
+    return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+
+
+def to_tensors(tree: Any, memo: dict[int, torch.Tensor] | None = None) -> Any:
+    """Numpy arrays inside dicts, lists, tuples and sets as tensors, for a checkpoint.
+
+    ``torch.load(weights_only=True)`` reads tensors but not numpy arrays; the coding
+    state (packets, decoder tables, encoder accumulators) is numpy. An array met twice
+    becomes one tensor, so it is stored once. :func:`to_arrays` undoes it.
+    """
+    memo = {} if memo is None else memo
+    if isinstance(tree, np.ndarray):
+        if id(tree) not in memo:  # read-only arrays (decoded values) are copied: torch writes
+            memo[id(tree)] = torch.from_numpy(tree if tree.flags.writeable else tree.copy())
+        return memo[id(tree)]
+    if isinstance(tree, np.generic):
+        return tree.item()
+    if isinstance(tree, dict):
+        return {k: to_tensors(v, memo) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple, set)):
+        return type(tree)(to_tensors(v, memo) for v in tree)
+    return tree
+
+
+def to_arrays(tree: Any) -> Any:
+    """The inverse of :func:`to_tensors`: every tensor back to a numpy array."""
+    if isinstance(tree, torch.Tensor):
+        return tree.numpy()
+    if isinstance(tree, dict):
+        return {k: to_arrays(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple, set)):
+        return type(tree)(to_arrays(v) for v in tree)
+    return tree

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,16 @@ class Logger:
         name: str,
         group: str | None,
         tags: list[str],
+        resume: bool = False,
     ) -> None:
-        """Open a run that records ``config``; files go under ``run_dir``."""
+        """Open a run that records ``config``; files go under ``run_dir``.
 
-    def log(self, record: dict[str, Any]) -> None:
-        """Log one metrics record (a round or an evaluation)."""
+        ``resume``: continue the tracker run that an earlier segment of this run directory
+        opened, rather than a new one.
+        """
+
+    def log(self, record: dict[str, Any], step: int) -> None:
+        """Log one metrics record (a round or an evaluation) as the run's ``step``-th record."""
 
     def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
         """Close the run with its summary and decode latencies; called even on failure."""
@@ -52,11 +58,17 @@ class WandbLoggerConfig:
 
 MODES = ("auto", "online", "offline", "disabled")
 
+#: Where a run directory keeps its W&B run id (beside W&B's own files).
+ID_FILE = Path("wandb") / "gclab-run-id"
+
 
 class WandbLogger(Logger):
     """Logs to W&B; ``mode=auto`` is online when an API key is configured, else offline.
 
     The API key comes only from the environment or ``wandb login``, never the config.
+    The run id is kept in the run directory (:data:`ID_FILE`): a resumed run continues
+    the same W&B run (``resume="allow"``); offline, each segment writes its own
+    ``offline-run-*`` directory under that id, with steps that continue the earlier ones.
     """
 
     def __init__(
@@ -87,15 +99,25 @@ class WandbLogger(Logger):
         name: str,
         group: str | None,
         tags: list[str],
+        resume: bool = False,
     ) -> None:
         import wandb
 
         mode = self._resolve_mode()
+        id_file = run_dir / ID_FILE
+        if resume and id_file.is_file():
+            run_id = id_file.read_text(encoding="utf-8").strip()
+        else:
+            run_id = uuid.uuid4().hex[:8]  # W&B ids: up to 64 letters and digits
+            id_file.parent.mkdir(parents=True, exist_ok=True)
+            id_file.write_text(run_id + "\n", encoding="utf-8")
         self.run = wandb.init(
             project=self.project,
             entity=self.entity,
             mode=mode,
             dir=str(run_dir),
+            id=run_id,
+            resume="allow",
             name=name,
             group=group,
             tags=[*self.tags, *tags],
@@ -108,17 +130,17 @@ class WandbLogger(Logger):
         self.run.define_metric("*", step_metric="round")
         log.info("W&B run %s (%s mode) in %s", self.run.name, mode, run_dir)
 
-    def log(self, record: dict[str, Any]) -> None:
+    def log(self, record: dict[str, Any], step: int) -> None:
         if self.run is not None:
-            self.run.log(record)
+            self.run.log(record, step=step)
 
     def finish(self, summary: dict[str, Any], decode_ms: list[float], failed: bool = False) -> None:
         if self.run is None:
             return
         import wandb
 
-        if decode_ms:
-            self.run.log({"decode_ms_histogram": wandb.Histogram(decode_ms)})
+        if decode_ms:  # in the summary: a history row would take a step a resumed run needs
+            self.run.summary["decode_ms_histogram"] = wandb.Histogram(decode_ms)
         for key, value in summary.items():
             self.run.summary[key] = value
         self.run.finish(exit_code=1 if failed else 0)

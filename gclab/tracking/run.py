@@ -1,4 +1,13 @@
-"""One training run's records: metrics.jsonl, the tracker, summary.json and the checkpoint."""
+"""One training run's records: metrics.jsonl, the tracker, summary.json and the checkpoint.
+
+A resumed run continues from its last checkpoint: metrics.jsonl is cut back to it and
+the rounds after it run again. The tracker (W&B) cannot take records back, so when
+checkpoints are written it gets each record only once a checkpoint covers it: a run
+continued after a crash then holds every round once, in the same tracker run. Records
+are numbered by their line in metrics.jsonl (the tracker's step), so a resumed segment
+continues the numbering. After a crash the rounds since the last checkpoint are in
+metrics.jsonl only, until the resumed run logs them again.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +23,8 @@ from gclab.tracking.artifacts import (
     load_checkpoint,
     read_metrics,
     save_checkpoint,
+    to_arrays,
+    to_tensors,
     write_summary,
 )
 from gclab.tracking.loggers import Logger
@@ -29,11 +40,16 @@ class RunRecorder:
         target_accuracy: float | None,
         extra: dict[str, Any],
         config_text: str,
+        checkpointed: bool = True,
     ) -> None:
         self.run_dir = run_dir
         self.config_text = config_text  # the run's config, stored in checkpoints
         self.logger = logger
         self.metrics = MetricsFile(run_dir / "metrics.jsonl")
+        #: Whether checkpoints are written: then records wait for one before the tracker.
+        self.checkpointed = checkpointed
+        self.unsent: list[tuple[int, dict[str, Any]]] = []  # (step, record)
+        self.step = 0  # line of the next record in metrics.jsonl
         self.target_accuracy = target_accuracy
         self.extra = extra  # scheme description etc., copied into the summary
         self.virtual_time = 0.0
@@ -48,8 +64,19 @@ class RunRecorder:
 
     def _emit(self, record: dict[str, Any]) -> dict[str, Any]:
         self.metrics.write(record)
-        self.logger.log({k: v for k, v in record.items() if not isinstance(v, list)})
+        self.unsent.append(
+            (self.step, {k: v for k, v in record.items() if not isinstance(v, list)})
+        )
+        self.step += 1
+        if not self.checkpointed:
+            self._send()
         return record
+
+    def _send(self) -> None:
+        """Hand the records not sent yet to the tracker."""
+        for step, record in self.unsent:
+            self.logger.log(record, step)
+        self.unsent.clear()
 
     def round(
         self,
@@ -123,27 +150,28 @@ class RunRecorder:
         "last_eval", "time_to_target",
     )  # fmt: skip
 
-    def checkpoint(self, r: int, server: Any, protocol: Any) -> None:
-        """Write ``checkpoint.pt`` atomically: the server's state and these counters."""
+    def checkpoint(self, r: int, server: Any, protocol: Any, coding: dict | None) -> None:
+        """Write ``checkpoint.pt`` atomically, then send the records it covers to the tracker.
+
+        It holds the server's state, the protocol's, these counters and ``coding``: what
+        the coding scheme carries into the next rounds (decoder, kept packets, the
+        workers' encoders; ``None`` after the last round), numpy arrays stored as tensors.
+        """
         save_checkpoint(
             self.run_dir / "checkpoint.pt",
             {
                 **server.state_dict(),
                 "round": r,
                 "recorder": _plain({key: getattr(self, key) for key in self.STATE}),
-                "protocol": _plain(
-                    {
-                        "clock": protocol.clock,
-                        "waits": protocol.waits,
-                        "retransmissions": protocol.retransmissions,
-                    }
-                ),
+                "protocol": _plain(protocol.state_dict()),
                 "config": self.config_text,
+                "coding": to_tensors(coding),
             },
         )
+        self._send()
 
-    def resume(self, server: Any, protocol: Any) -> int:
-        """Restore the last checkpoint; returns the first round to run.
+    def resume(self, server: Any, protocol: Any) -> tuple[int, dict | None]:
+        """Restore the last checkpoint: the first round to run, and its coding state.
 
         ``metrics.jsonl`` is cut back to the checkpoint's round, so a crash between a
         checkpoint and the next leaves neither duplicated nor missing rounds.
@@ -152,8 +180,7 @@ class RunRecorder:
         server.load_state_dict(checkpoint)
         for key, value in checkpoint["recorder"].items():
             setattr(self, key, value)
-        for key, value in checkpoint["protocol"].items():
-            setattr(protocol, key, value)
+        protocol.load_state_dict(checkpoint["protocol"])
         r = checkpoint["round"]
         self.metrics.close()
         kept = [rec for rec in read_metrics(self.metrics.path) if rec["round"] <= r]
@@ -162,7 +189,8 @@ class RunRecorder:
             lambda tmp: tmp.write_text("".join(json.dumps(rec) + "\n" for rec in kept)),
         )
         self.metrics = MetricsFile(self.metrics.path)
-        return r + 1
+        self.step = len(kept)
+        return r + 1, to_arrays(checkpoint["coding"])
 
     def summary(self) -> dict[str, Any]:
         decode = np.asarray(self.decode_ms) if self.decode_ms else np.asarray([np.nan])
@@ -186,8 +214,15 @@ class RunRecorder:
         return summary
 
     def close(self, summary: dict[str, Any] | None, failed: bool) -> None:
-        """Close the metrics file and the tracker (runs even when training failed)."""
+        """Close the metrics file and the tracker (runs even when training failed).
+
+        Records after the last checkpoint of a failed run stay out of the tracker: a
+        resumed run logs them again. Without a checkpoint nothing can resume the run,
+        so they are sent.
+        """
         self.metrics.close()
+        if not (self.run_dir / "checkpoint.pt").is_file():
+            self._send()
         self.logger.finish(summary or {}, self.decode_ms, failed=failed)
 
 

@@ -12,11 +12,14 @@ A training job's driver starts its worker actors from inside its task: the task 
 already connected to the cluster, so the actors join it and reserve their CPUs/GPUs in
 the job's placement group (:mod:`gclab.runtime.placement`); the task itself reserves
 no CPU by default, because the driver computes only while its actors wait. A
-simulator job's task reserves one CPU. At most ``max_parallel`` jobs are in flight
-(default: the cluster's CPUs), the rest wait their turn. The private local Ray runs its
-worker processes at niceness 0, the priority the jobs have in a serial sweep (Ray's
-default, 15, is for background work: on a shared machine its tasks lose the cores to
-every other process and the parallel sweep was slower than the serial one).
+simulator job's task reserves one CPU. At most as many jobs are in flight as the
+cluster holds at once, each with the largest reservation of any job of the sweep (and
+at most ``max_parallel``); the rest wait their turn here. So no job waits for another's
+resources inside Ray, where its start-up deadline (``cluster.timeout``) would run out.
+The private local Ray runs its worker processes at niceness 0, the priority the jobs
+have in a serial sweep (Ray's default, 15, is for background work: on a shared machine
+its tasks lose the cores to every other process and the parallel sweep was slower than
+the serial one).
 
 gclab records a failing job in its ``error.txt`` and returns; a job whose process
 dies (out of memory, a crash) gets its ``error.txt`` from here, the other jobs go on,
@@ -62,7 +65,7 @@ class RayLauncherConf:
     address: str | None = "${oc.select:cluster.address,null}"  # null: a private local Ray
     num_cpus: float | None = None  # per job; null: 0 for training, 1 for the simulator
     num_gpus: float = 0.0  # per job's driver (its worker actors reserve their own)
-    max_parallel: int | None = None  # jobs in flight; null: the cluster's CPUs
+    max_parallel: int | None = None  # jobs in flight; null: as many as the cluster holds
 
 
 ConfigStore.instance().store(
@@ -111,7 +114,8 @@ class RayLauncher(Launcher):
             configs.append(config)
         if not ray.is_initialized():  # jobs at the priority they would have run serially
             start_or_join(self.address, max(map(_local_cpus, configs)), gpus=True, niceness=0)
-        limit = self.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        room = self._room(configs, ray.cluster_resources())
+        limit = min(self.max_parallel or room, room)
         log.info(f"At most {limit} jobs run at a time")
         return self._run(configs, limit)
 
@@ -137,6 +141,24 @@ class RayLauncher(Launcher):
         if self.num_cpus is not None:
             return self.num_cpus
         return 0.0 if _is_training(config) else 1.0
+
+    def _room(self, configs: list[DictConfig], resources: dict[str, float]) -> int:
+        """Jobs the cluster holds at once, each with the largest reservation of any job."""
+        held = [self._reservation(config, resources) for config in configs]
+        most = {unit: max(h[unit] for h in held) for unit in ("CPU", "GPU")}
+        fits = [int(resources.get(unit, 0.0) // need) for unit, need in most.items() if need]
+        return max(1, min(fits, default=len(configs)))
+
+    def _reservation(self, config: DictConfig, resources: dict[str, float]) -> dict[str, float]:
+        """What one job holds while it runs: its task's share and its worker actors'."""
+        held = {"CPU": self._cpus(config), "GPU": self.num_gpus}
+        cluster = _cluster(config)
+        if cluster is not None:
+            wall = OmegaConf.select(config, "network.clock") == "wall"
+            actors = len(cluster.groups(one_per_worker=wall, resources=resources))
+            held["CPU"] += actors * cluster.worker_cpus
+            held["GPU"] += actors * cluster.worker_gpus
+        return held
 
     @staticmethod
     def _collect(pending: dict[Any, int], returns: list, configs: list[DictConfig]) -> None:
@@ -178,18 +200,26 @@ def _is_training(config: DictConfig) -> bool:
     return OmegaConf.select(config, "cluster._target_") == TRAINING_CLUSTER
 
 
-def _local_cpus(config: DictConfig) -> int:
-    """CPUs a private local Ray needs for this job: as for the job run on its own."""
+def _cluster(config: DictConfig) -> Any:
+    """A training job's :class:`gclab.runtime.cluster.Cluster`, else None.
+
+    None for a simulator job, and for a bad cluster config: the job reports it itself.
+    """
     from gclab.errors import ConfigError
     from gclab.schemas import instantiate_checked
 
-    cores = os.cpu_count() or 1
     if not _is_training(config):
-        return cores
+        return None
     try:
-        return instantiate_checked(config.cluster).local_cpus()
+        return instantiate_checked(config.cluster)
     except ConfigError:
-        return cores  # the job reports its bad config itself
+        return None
+
+
+def _local_cpus(config: DictConfig) -> int:
+    """CPUs a private local Ray needs for this job: as for the job run on its own."""
+    cluster = _cluster(config)
+    return (os.cpu_count() or 1) if cluster is None else cluster.local_cpus()
 
 
 def _died(config: DictConfig, exc: Exception) -> JobReturn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 from collections import Counter
 
@@ -192,19 +193,20 @@ def test_wanted_is_round_job_and_recovery_finishes_any_pattern() -> None:
     assert wanted == [(0, w) for w in range(5)]
 
 
-def test_encoder_memory_is_bounded_and_keeps_packets_for_retransmission() -> None:
+def test_encoder_holds_T_plus_1_accumulators_and_resumes_from_its_state() -> None:
     scheme = PipelinedCR(6, 2, 2)
-    encoder = scheme.encoder(3)
+    encoder, resumed = scheme.encoder(3), None
     grads = job_partials(scheme, 10, 4, seed=3)
-    sent = []
     for r in range(10):
         tasks = scheme.decoder().plan(r)[3]
-        sent.append(encoder.encode(r, {t: grads[t.job, t.part] for t in tasks}))
-        assert len(encoder.acc) == scheme.T + 1 and len(encoder.sent) <= scheme.T + 1
-    for r in range(7, 10):
-        assert encoder.resend(r) is sent[r]
-    with pytest.raises(KeyError):
-        encoder.resend(6)
+        partials = {t: grads[t.job, t.part] for t in tasks}
+        packet = encoder.encode(r, partials)
+        assert len(encoder.acc) == scheme.T + 1  # nothing else is kept
+        if resumed is not None:
+            assert np.array_equal(resumed.encode(r, partials), packet)
+        if r == 4:  # a fresh encoder continues from the saved state, packet for packet
+            resumed = scheme.encoder(3)
+            resumed.load_state_dict(copy.deepcopy(encoder.state_dict()))
 
 
 def test_lag_coefficients_follow_placement_and_decode_symbolically() -> None:
@@ -252,3 +254,26 @@ def test_task_plan_is_the_new_job_only() -> None:
     scheme = PipelinedFR(6, 2, 2)
     plan = scheme.decoder().plan(5)
     assert plan[4] == tuple(Task(5, j) for j in (3, 4, 5))
+
+
+def test_straggler_model_is_the_exact_predicate_per_job_window() -> None:
+    """``network.recovery=wait_all``'s model for a pipelined code: every job whose window
+    holds the round must stay decodable, later rounds taken as erasure-free (n = 4,
+    s = 1, T = 1; every pair of rounds)."""
+    scheme = PipelinedCR(4, 1, 1)
+    clean = np.zeros(4, dtype=bool)
+    patterns = [np.array(bits, dtype=bool) for bits in itertools.product([0, 1], repeat=4)]
+    decisions = Counter()
+    for first in patterns:
+        model = scheme.straggler_model()
+        model.settle(0, first, scheme.decoder())
+        for second in patterns:
+            got = model.admits(1, second, scheme.decoder())
+            job0 = scheme.tolerates(np.array([first, second]))
+            job1 = scheme.tolerates(np.array([second, clean]))
+            assert got == (job0 and job1), (first, second)
+            decisions[got] += 1
+    assert decisions[True] > 0 and decisions[False] > 0
+    model = scheme.straggler_model()  # e.g.: a round losing 2 of 4, then one more
+    model.settle(0, np.isin(np.arange(4), [0, 1]), scheme.decoder())
+    assert not model.admits(1, np.isin(np.arange(4), [2]), scheme.decoder())

@@ -1,4 +1,6 @@
-"""Network helpers for tests that start real Ray nodes."""
+"""Network helpers for tests that start real Ray nodes (:mod:`helpers.raycluster`)."""
+
+from __future__ import annotations
 
 import socket
 

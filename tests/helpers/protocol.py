@@ -128,3 +128,6 @@ class OneRoundLateDecoder(Decoder):
     def wanted(self, job: int) -> list[tuple[int, int]]:
         have = self.got.get(job, set())
         return [(job, w) for w in range(self.scheme.n) if w not in have]
+
+    def serves(self, round: int, jobs: int) -> bool:
+        return round < jobs and round not in self.done

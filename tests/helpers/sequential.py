@@ -97,6 +97,8 @@ def real_run(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int
     zero = np.zeros(length)
     durations, decoded_at, worst = [], {}, 0.0
     for r in range(jobs + scheme.T):
+        if not protocol.runs(r, jobs, decoder):  # as the runtime: no round after the last decode
+            continue
         plan = decoder.plan(r)
         for w in range(scheme.n):
             mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
@@ -117,6 +119,8 @@ def symbolic_decode_rounds(scheme: Scheme, delay, network: NetworkConfig, jobs: 
     decoder = scheme.decoder()
     decoded_at = {}
     for r in range(jobs + scheme.T):
+        if not protocol.runs(r, jobs, decoder):
+            continue
         out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: None)
         for job in out.decodable:
             decoder.decode(job)

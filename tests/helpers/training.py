@@ -23,8 +23,9 @@ def reference_weights(cfg) -> dict[str, torch.Tensor]:
     return flat.model.state_dict()
 
 
-def trained_weights(cfg, run_dir: Path) -> dict[str, torch.Tensor]:
-    run(cfg, run_dir)
+def trained_weights(cfg, run_dir: Path, start_pool=None) -> dict[str, torch.Tensor]:
+    """Model 0's weights after ``run`` (on Ray actors unless ``start_pool`` says otherwise)."""
+    run(cfg, run_dir, start_pool=start_pool)
     return load_checkpoint(run_dir / "checkpoint.pt")["model"]
 
 

@@ -84,7 +84,35 @@ def test_synthetic_is_seeded_and_learnable_shaped():
         SyntheticData(train_size=0)
 
 
-@pytest.mark.cifar
+CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
+                 "dog", "frog", "horse", "ship", "truck"]  # fmt: skip
+
+
+def write_cifar_jpeg_tree(root, counts=(("train", 4), ("test", 2))):
+    """A small tree in the shared copy's layout (``<split>/<class>/NNNN.jpg``, 32x32 JPEG)."""
+    rng = np.random.default_rng(2)
+    for split, per_class in counts:
+        for c in CIFAR_CLASSES:
+            (root / split / c).mkdir(parents=True)
+            for i in range(per_class):
+                img = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+                Image.fromarray(img).save(root / split / c / f"{i:04d}.jpg", quality=90)
+
+
+def test_cifar_shaped_jpeg_tree_loads_as_an_image_folder(tmp_path):
+    """The shared copy's layout and format, generated: 10 classes of 3x32x32 JPEGs."""
+    write_cifar_jpeg_tree(tmp_path)
+    data = ImageFolderData(str(tmp_path)).load()
+    assert data.train_x.shape == (40, 3, 32, 32) and data.test_x.shape == (20, 3, 32, 32)
+    assert data.num_classes == 10 and torch.bincount(data.train_y).tolist() == [4] * 10
+    decoded = np.asarray(Image.open(tmp_path / "train" / "airplane" / "0000.jpg"))
+    assert np.array_equal(data.train_x[0].permute(1, 2, 0).numpy(), decoded)
+    again = ImageFolderData(str(tmp_path)).load()  # from the .npz cache beside the data
+    assert torch.equal(again.test_x, data.test_x)
+
+
+@pytest.mark.slow
+@pytest.mark.shared
 def test_shared_cifar10_loads_as_an_image_folder(shared_cifar):
     """The real dataset (shared JPEG copy): 50k/10k images, 10 classes, cached decode."""
     data = ImageFolderData(str(shared_cifar)).load()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gclab.coding.base import StragglerModel
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig, RecoveryError, RoundProtocol
@@ -132,6 +133,70 @@ def test_late_packet_of_an_earlier_round_is_discarded_and_retransmitted() -> Non
     assert not second.waited and second.decodable == (0, 1)
 
 
+def test_wait_all_closes_on_time_when_the_model_admits_the_stragglers() -> None:
+    # s = 1: one late packet (worker 3) fits the model, the round closes at 2·fastest.
+    _, [out] = run(FractionalRepetition(), Scripted([[1, 1.5, 2, 4]]), recovery="wait_all")
+    assert out.duration == out.close == 2.0 and not out.waited
+    assert list(out.erased) == list(out.late) == mask(3)
+
+
+def test_wait_all_waits_for_every_packet_when_the_model_rejects_the_stragglers() -> None:
+    # Two late packets exceed s = 1: the papers' master waits for the slowest (4), where
+    # gclab's decodable rule stops at 2.5 (worker 2 completes group 1).
+    model = Scripted([[1, 1.5, 2.5, 4]])
+    _, [papers] = run(FractionalRepetition(), model, recovery="wait_all")
+    _, [gclab] = run(FractionalRepetition(), model)
+    assert papers.duration == 4.0 and papers.waited and not papers.erased.any()
+    assert papers.recovered == ((0, 2), (0, 3)) and list(papers.late) == mask(2, 3)
+    assert gclab.duration == 2.5
+
+
+def test_wait_all_retransmits_lost_packets_too() -> None:
+    # worker 0 lost (attempts at 3 and 4, the second gets through at 5), worker 3 late (4).
+    model = Scripted([[1, 1.5, 1.8, 4]], lost=[mask(0)], relost={(0, 0): [True, False]})
+    _, [papers] = run(FractionalRepetition(), model, rto=1.0, recovery="wait_all")
+    assert papers.close == 3.0 and papers.duration == 5.0
+    assert papers.retransmissions == 2 and papers.waited and not papers.erased.any()
+    # the model (≤ s erasures), not decodability, decides: workers 1, 2 already decode
+    _, [gclab] = run(FractionalRepetition(), model, rto=1.0)
+    assert gclab.duration == 3.0 and gclab.retransmissions == 0
+    assert list(gclab.erased) == mask(0, 3)
+
+
+def test_wait_all_waits_in_the_round_a_window_predicate_fails() -> None:
+    # T = 1, job t needs every packet of round t: its model rejects round 0's straggler
+    # at once, so round 0 waits for it (9) instead of retransmitting it in round 1.
+    model = Scripted([[1, 1, 1, 9], [1, 1, 1, 1]])
+    protocol = RoundProtocol(NetworkConfig(mu=1.0, recovery="wait_all"), model, 4, seed=0)
+    decoder = OneRoundLateDecoder(OneRoundLate(4), None)
+    first = protocol.run_round(0, np.zeros(4), decoder, no_payload)
+    assert first.duration == 9.0 and first.waited and first.decodable == (0,)
+    decoder.decode(0)
+    second = protocol.run_round(1, np.zeros(4), decoder, no_payload)
+    assert second.duration == 1.0 and second.retransmissions == 0 and protocol.waits == 1
+
+
+class AdmitsAll(StragglerModel):
+    def admits(self, round: int, erased: np.ndarray, decoder: object) -> bool:
+        return True
+
+    def settle(self, round: int, erased: np.ndarray, decoder: object) -> None:
+        pass
+
+
+class Careless(Uncoded):
+    """Uncoded whose straggler model admits anything: the due job still must decode."""
+
+    def straggler_model(self) -> StragglerModel:
+        return AdmitsAll(self)
+
+
+def test_wait_all_recovers_a_due_job_its_model_let_down() -> None:
+    _, [out] = run(Careless(4), Scripted([[1, 1.5, 3, 4]]), recovery="wait_all")
+    assert out.close == 2.0 and out.duration == 4.0 and out.waited  # the decodable rule
+    assert out.recovered == ((0, 2), (0, 3))
+
+
 def test_payload_is_delivered_with_each_packet() -> None:
     scheme = Uncoded(2)
     decoder = scheme.decoder(grad_size=3)
@@ -149,6 +214,11 @@ def test_payload_is_delivered_with_each_packet() -> None:
         ("latency", float("nan"), "network.latency=nan is invalid"),
         ("rto", 0.0, "network.rto=0.0 is invalid: it must be a finite number > 0"),
         ("clock", "bogus", "network.clock='bogus' is invalid: it must be one of virtual, wall"),
+        (
+            "recovery",
+            "sometimes",
+            "network.recovery='sometimes' is invalid: it must be one of decodable, wait_all",
+        ),
     ],
 )
 def test_bad_network_config(field: str, value: object, message: str) -> None:

@@ -205,6 +205,22 @@ def test_several_rounds_keep_the_virtual_pattern() -> None:
     assert pairs[2][0].recovered == ((2, 3),) and pairs[2][0].retransmissions == 2
 
 
+def test_wait_all_waits_for_every_packet_on_the_wall_clock() -> None:
+    # FR, s = 1; close at 4. Round 0: worker 3 alone late, admitted. Round 1: worker 2 lost
+    # (resent at 4, lands at 7) and worker 3 late (8): rejected, the round waits for both.
+    # Round 2: workers 2, 3 still computing at the close (until 9, 10): waited for too.
+    model = scaled([[2, 2.5, 3, 8], [2, 2.5, 3, 8], [2, 2.5, 0, 0]], lost=[mask(), mask(2), mask()])
+    compute = [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 9, 10]]
+    pairs = wall_and_virtual(
+        FractionalRepetition(), model, compute, mu=1.0, rto=3, recovery="wait_all"
+    )
+    (first, _), (second, _), (third, _) = pairs
+    assert at_least(first.duration, 4) and not first.waited and list(first.erased) == mask(3)
+    assert at_least(second.duration, 8) and second.waited and not second.erased.any()
+    assert second.recovered == ((1, 2), (1, 3)) and second.retransmissions == 1
+    assert at_least(third.duration, 10) and third.waited and third.recovered == ((2, 2), (2, 3))
+
+
 def test_a_loss_model_that_never_delivers_raises() -> None:
     protocol = WallClockProtocol(network(policy="all"), LosesEverything(), 4, seed=0)
     with pytest.raises(RecoveryError, match="lost 4096 times"):

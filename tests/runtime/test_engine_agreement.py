@@ -3,7 +3,9 @@
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the
 simulator's symbolic decoder and the round protocol must reproduce every round:
-erasures, losses, retransmissions, waits, decoded jobs and durations.
+erasures, losses, retransmissions, waits, decoded jobs and durations, in both
+``network.recovery`` modes, and both engines must skip the same idle rounds. Every scheme
+runs with in-process workers (``helpers.inprocess``), one on real Ray actors.
 """
 
 import numpy as np
@@ -15,6 +17,7 @@ from gclab.network import NetworkConfig, RoundProtocol
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 
 SCHEMES = [
     ["scheme=uncoded"],
@@ -26,8 +29,18 @@ SCHEMES = [
 ]
 
 
+@pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 @pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s[0].split("=")[1])
-def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, scheme):
+def test_runtime_and_simulator_agree_round_by_round(tmp_path, scheme, recovery):
+    check_agreement(tmp_path, scheme, recovery, in_process)
+
+
+@pytest.mark.slow
+def test_on_ray_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path):
+    check_agreement(tmp_path, SCHEMES[2], "decodable", None)  # pipelined_cr
+
+
+def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
     rng = np.random.default_rng(7)
     durations = 1.0 + 4.0 * (rng.random((4, 12)) < 0.2)  # 1 s, sometimes 5 s
     np.savez(tmp_path / "trace.npz", durations=durations, load=0.0)
@@ -35,9 +48,10 @@ def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, schem
         [*TINY, *scheme, "cluster.workers=4", "train.rounds=10", "seed=3",
          "delay=composite", "delay@delay.compute=trace", f"delay.compute.path={tmp_path}/trace.npz",
          "delay.compute.slope=0", "delay@delay.loss=bernoulli", "delay.loss.p=0.2",
-         "network.policy=deadline", "network.mu=1", "network.rto=0.5"]
+         "network.policy=deadline", "network.mu=1", "network.rto=0.5",
+         f"network.recovery={recovery}"]
     )  # fmt: skip
-    run(cfg, tmp_path / "run")
+    run(cfg, tmp_path / "run", start_pool=start_pool)
     rounds = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "round"]
 
     scheme_obj = instantiate(cfg.scheme, n=4)
@@ -57,6 +71,7 @@ def test_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path, schem
     assert sum(r["jobs_decoded"] for r in rounds) == 10  # every job, pipelined ones too
     # and the simulator proper, with compute time 0, sees the same erasure pattern
     sim = simulate(scheme_obj, instantiate(cfg.delay), network, 10, seed=3)
+    assert [r["round"] for r in rounds] == sim.index.tolist()  # the same rounds skipped
     for key in ("erasures", "lost", "late"):
         assert [r[key] for r in rounds] == getattr(sim, key).tolist(), key
     assert sim.lost.sum() > 0 and sim.retransmissions.sum() > 0  # the test exercised loss

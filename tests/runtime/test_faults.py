@@ -2,7 +2,6 @@
 
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -14,6 +13,8 @@ import ray
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.training import assert_same_weights, reference_weights, trained_weights
+
+pytestmark = pytest.mark.slow
 
 CR = ["scheme=classic_cr", "scheme.s=1", "cluster.workers=4"]
 
@@ -48,7 +49,7 @@ def test_uncoded_recomputes_a_lost_packet_on_the_restarted_worker(ray_session, t
 
 def test_stuck_worker_is_cut_off_and_does_not_delay_the_next_round(ray_session, tmp_path):
     cfg = compose_config(
-        [*TINY, *CR, "train.rounds=5", "faults.stall=[2:1:600]", "cluster.timeout=3"]
+        [*TINY, *CR, "train.rounds=5", "faults.stall=[2:1:600]", "cluster.timeout=15"]
     )
     start = time.monotonic()
     got = trained_weights(cfg, tmp_path)
@@ -57,6 +58,29 @@ def test_stuck_worker_is_cut_off_and_does_not_delay_the_next_round(ray_session, 
     records = rounds_of(tmp_path)
     assert [r["failed"] for r in records] == [0, 0, 1, 0, 0]
     assert all(r["wall_time"] - p["wall_time"] < 30 for p, r in itertools.pairwise(records))
+
+
+def test_the_only_actor_stuck_is_cut_off_at_the_round_deadline_and_the_run_stays_exact(tmp_path):
+    """The issue's command: both workers in one actor, which sleeps 600 s in round 2.
+
+    Nobody answers in round 2, so only a deadline counted from the round's start ends it:
+    after cluster.timeout=5 s the actor is killed and restarted, both packets are failed,
+    and recovery has the restarted actor compute them (uncoded, T = 0): exact weights.
+    """
+    args = ["data=synthetic", "train.rounds=6", "cluster.workers=2", "cluster.actors=1",
+            "cluster.timeout=5", "faults.stall=[2:0:600]", "logger=none"]  # fmt: skip
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "gclab", *args, f"hydra.run.dir={tmp_path}"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "WANDB_MODE": "offline"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert time.monotonic() - start < 300  # the 600 s stall was never waited out
+    got = load_checkpoint(tmp_path / "checkpoint.pt")["model"]
+    assert_same_weights(got, reference_weights(compose_config(args)))
+    records = rounds_of(tmp_path)
+    assert [r["failed"] for r in records] == [0, 0, 2, 0, 0, 0]
+    assert records[2]["retransmissions"] == 2 and records[2]["failures_total"] == 1
 
 
 def test_worker_actors_killed_from_outside_are_restarted_and_the_run_stays_exact(
@@ -89,7 +113,11 @@ def test_worker_actors_killed_from_outside_are_restarted_and_the_run_stays_exact
         actor = ray.get_actor(hosts[-1])
         try:
             pids.add(ray.get(actor.ready.remote(), timeout=30))  # alive again after a kill
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError):
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.ActorUnavailableError,
+            ray.exceptions.GetTimeoutError,
+        ):
             continue  # still restarting
         ray.kill(actor, no_restart=False)
     thread.join(timeout=600)
@@ -97,48 +125,3 @@ def test_worker_actors_killed_from_outside_are_restarted_and_the_run_stays_exact
     assert len(pids) >= 2  # the actor really was killed and restarted as a new process
     assert_same_weights(result["weights"], reference_weights(cfg))
     assert rounds_of(tmp_path)[-1]["failures_total"] >= 1
-
-
-def gclab_cli(*args, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "WANDB_MODE": "offline"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "gclab", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, **kwargs,
-    )  # fmt: skip
-
-
-@pytest.mark.slow
-def test_driver_killed_mid_run_resumes_to_the_same_weights(tmp_path):
-    args = [*TINY, *CR, "train.rounds=24", "train.checkpoint_every=5"]
-    reference = gclab_cli(*args, f"hydra.run.dir={tmp_path / 'ref'}")
-    assert reference.wait(timeout=300) == 0, reference.stderr.read()[-2000:]
-
-    crashed = tmp_path / "crashed"
-    proc = gclab_cli(*args, f"hydra.run.dir={crashed}")
-    deadline = time.time() + 300
-    while time.time() < deadline:  # kill it between checkpoints, past the first one
-        done = rounds_of(crashed) if (crashed / "metrics.jsonl").exists() else []
-        if len(done) >= 13:
-            break
-        time.sleep(0.05)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert load_checkpoint(crashed / "checkpoint.pt")["round"] in (9, 14)
-
-    resumed = gclab_cli(*args, f"hydra.run.dir={crashed}", "resume=true")
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-2000:]
-    want = load_checkpoint(tmp_path / "ref" / "checkpoint.pt")["model"]
-    got = load_checkpoint(crashed / "checkpoint.pt")["model"]
-    assert_same_weights(got, want)  # equal up to float summation order (arrival order)
-    assert [r["round"] for r in rounds_of(crashed)] == list(range(24))
-
-
-def test_resume_without_checkpoint_or_with_another_config_is_refused(ray_session, tmp_path):
-    from gclab.app import run
-    from gclab.errors import ConfigError
-
-    with pytest.raises(ConfigError, match=r"resume=true but .*checkpoint\.pt does not exist"):
-        run(compose_config([*TINY, "resume=true"]), tmp_path)
-    run(compose_config([*TINY, "train.rounds=2"]), tmp_path)
-    with pytest.raises(ConfigError, match="the config differs"):
-        run(compose_config([*TINY, "train.rounds=2", "train.lr=0.5", "resume=true"]), tmp_path)

@@ -1,10 +1,11 @@
 """The virtual clock does not depend on how logical workers are packed into actors.
 
 Eight logical workers run once in eight actors (four per core of this machine) and once
-in two. Each worker's compute time is its thread's CPU time, so the medians agree, and
-under a deterministic delay model (a rotating 50× straggler) the rounds erase the same
-packets. With wall time, the eight-actor run measured the machine's oversubscription
-instead (the issue's 0.720 s vs 0.071 s).
+in two. Each worker's compute time is its thread's CPU time, so the medians agree within
+what context switches and cold caches add to CPU time on a crowded machine (up to about
+1.3× in CI), far below the 4× oversubscription that wall time would measure here (the
+issue's 0.720 s vs 0.071 s); under a deterministic delay model (a rotating 50× straggler)
+the rounds erase the same packets.
 """
 
 import time
@@ -61,6 +62,6 @@ def test_packing_changes_neither_compute_times_nor_erasures(
         rounds = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "round"]
         medians[actors] = float(np.median([r["compute_s"] for r in rounds]))
         patterns[actors] = np.array(erased)
-    assert max(medians.values()) <= 1.2 * min(medians.values()), medians
+    assert max(medians.values()) <= 2 * min(medians.values()), medians
     assert np.array_equal(patterns[N], patterns[2])
     assert patterns[N].sum(axis=1).tolist() == [1] * 6  # the straggler, and only it, erased

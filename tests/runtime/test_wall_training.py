@@ -1,4 +1,8 @@
-"""``network.clock=wall`` on real Ray actors: real waits and drops, the model's losses.
+"""``network.clock=wall``: real waits and drops, the model's losses.
+
+The training loop runs with in-process workers (``helpers.inprocess``: the wall clock
+then really waits for the modelled delays, while the workers compute one after another);
+recomputing a crashed worker's packet needs real Ray actors.
 
 Timing on a loaded 2-core machine is noisy, so durations are only checked from below:
 a wall round lasts at least what the virtual clock makes of the same compute times
@@ -15,6 +19,7 @@ from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.wallclock import WallClockProtocol
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 from helpers.training import assert_same_weights, reference_weights, trained_weights
 
 #: Every packet is held 0.2 s + Exp(0.1 s); one in five first transmissions is lost.
@@ -31,9 +36,7 @@ SEED = 3
     [["scheme=classic_cr", "scheme.s=1"], ["scheme=pipelined_cr", "scheme.s=1", "scheme.T=1"]],
     ids=["classic_cr", "pipelined_cr"],
 )
-def test_wall_clock_waits_drops_as_modelled_and_trains(
-    ray_session, tmp_path, monkeypatch, scheme
-) -> None:
+def test_wall_clock_waits_drops_as_modelled_and_trains(tmp_path, monkeypatch, scheme) -> None:
     cfg = compose_config(
         [*TINY, *scheme, "cluster.workers=4", "train.rounds=6", f"seed={SEED}", *DELAY, *WALL]
     )
@@ -45,7 +48,7 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(
         return outcomes[-1]
 
     monkeypatch.setattr(WallClockProtocol, "run_wall_round", recording)
-    weights = trained_weights(cfg, tmp_path)
+    weights = trained_weights(cfg, tmp_path, in_process)
     records = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
     scheme_obj = instantiate(cfg.scheme, n=4)
     delay = instantiate(cfg.delay)
@@ -74,6 +77,7 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(
         assert_same_weights(weights, reference_weights(cfg))
 
 
+@pytest.mark.slow
 def test_wall_clock_recomputes_the_packet_of_a_crashed_worker(ray_session, tmp_path) -> None:
     """A failed packet counts as lost: recovery has the restarted worker compute it again."""
     cfg = compose_config(

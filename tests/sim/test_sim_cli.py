@@ -9,11 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hydra.utils import instantiate
 
 from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
 from gclab.network.bernoulli import Bernoulli
+from gclab.network.trace import Trace
 from gclab.sim.engine import simulate
+from gclab.sim.search import scheme_option
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +68,39 @@ def test_search_writes_every_grid_point(tmp_path: Path) -> None:
     assert "best: {}" in proc.stdout
 
 
+@pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
+def test_one_command_searches_the_papers_four_schemes(tmp_path: Path, recovery: str) -> None:
+    rng = np.random.default_rng(3)
+    durations = 1.0 + rng.exponential(0.5, (8, 12)) + 3.0 * (rng.random((8, 12)) < 0.2)
+    np.savez(tmp_path / "t.npz", durations=durations, load=0.0)
+    proc, out = sim(
+        tmp_path,
+        "sim.search=true",
+        "sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc]",
+        "cluster.workers=8",
+        "sim.jobs=8",
+        "delay=trace",
+        "delay.path=t.npz",
+        f"network.recovery={recovery}",
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    trials = json.loads((out / "search.json").read_text())
+    assert summary["settings"] == len(trials) and 0 < summary["search_seconds"] < 60
+    assert set(summary["best"]) == {"uncoded", "classic_cr", "sr_sgc", "m_sgc"}
+    assert summary["total_time"] == trials[0]["total_time"] == min(t["total_time"] for t in trials)
+    assert [t["total_time"] for t in trials] == sorted(t["total_time"] for t in trials)
+    # every setting is what simulating it alone gives
+    delay = Trace(str(tmp_path / "t.npz"))
+    network = NetworkConfig(recovery=recovery)
+    for t in trials[:: max(1, len(trials) // 10)]:
+        name = t["scheme"].split("(")[0]
+        scheme = instantiate(scheme_option(name), n=8, **t["params"])
+        assert simulate(scheme, delay, network, 8, seed=0).summary() == {
+            k: t[k] for k in t if k != "params"
+        }
+
+
 def test_search_over_a_chosen_subset(tmp_path: Path) -> None:
     proc, out = sim(
         tmp_path,
@@ -86,11 +122,21 @@ def test_search_over_a_chosen_subset(tmp_path: Path) -> None:
         (("delay=bernoulli", "delay.p=1.5"), "delay.p=1.5 is invalid: it must be a probability"),
         (("delay=trace",), "delay.path is missing"),
         (("network.mu=-1",), "network.mu=-1.0 is invalid"),
+        (
+            ("network.recovery=sometimes",),
+            "network.recovery='sometimes' is invalid: it must be one of decodable, wait_all.",
+        ),
         (("cluster.workers=0",), "cluster.workers=0 is invalid"),
         (("sim.jobs=0",), "sim.jobs=0 is invalid"),
         (("delay=straggler", "delay.slow_workers=9"), "delay.slow_workers=9 is invalid"),
         (("scheme=cce_cr", "sim.search=true"), "no parameter grid for scheme 'cce_cr'"),
         (("sim.search=true", "sim.grid=[]"), "sim.grid=[] is invalid"),
+        (("sim.search=true", "sim.schemes=[uncoded,bogus]"), "sim.schemes has 'bogus'"),
+        (("sim.search=true", "sim.schemes=[]"), "sim.schemes=[] is invalid"),
+        (
+            ("sim.search=true", "sim.schemes=[uncoded]", "sim.grid=[{}]"),
+            "sim.grid and sim.schemes cannot be combined",
+        ),
     ],
 )
 def test_bad_config_is_one_sentence_and_exit_2(

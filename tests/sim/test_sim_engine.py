@@ -9,6 +9,7 @@ import pytest
 
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR
+from gclab.coding.pipelined import PipelinedCR
 from gclab.coding.sgc import MSGC, SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
@@ -47,11 +48,32 @@ def test_uncoded_replay_of_a_tiny_trace_is_the_column_maximum(tmp_path: Path, po
         np.testing.assert_array_equal(result.waited, np.tile(late, 3)[:12])
 
 
+def lambda_shaped_trace(tmp_path: Path, rounds: int = 20) -> Path:
+    """A trace in the shared Lambda files' format: 256 workers, seconds, recording metadata."""
+    rng = np.random.default_rng(4)
+    stragglers = 20.0 * (rng.random((256, rounds)) < 0.01)
+    durations = 1.0 + rng.exponential(0.3, (256, rounds)) + stragglers
+    path = tmp_path / "lambda-test-cnn-w256-r20-load000.npz"
+    np.savez(path, durations=durations, load=0.0, batch=256, region="test", model="cnn")
+    return path
+
+
+def test_uncoded_replay_of_a_lambda_shaped_trace(tmp_path: Path) -> None:
+    check_uncoded_replay(lambda_shaped_trace(tmp_path))
+
+
+@pytest.mark.slow
+@pytest.mark.shared
 @pytest.mark.parametrize("name", ["sydney-cnn-w256-r20", "tokyo-cnn-w256-r10"])
 def test_uncoded_replay_of_the_shared_traces(name: str) -> None:
     path = TRACES / f"lambda-{name}-load000.npz"
     if not path.is_file():
         pytest.skip(f"shared trace {path} is absent")
+    check_uncoded_replay(path)
+
+
+def check_uncoded_replay(path: Path) -> None:
+    """Uncoded, policy all: every round is its slowest worker plus L·slope; no wrap-around."""
     durations = np.load(path, allow_pickle=False)["durations"]
     rounds = durations.shape[1]
     trace = Trace(str(path), slope=2.2, beyond="error")
@@ -114,3 +136,35 @@ def test_simulating_never_builds_a_cyclic_code(make) -> None:
     assert result.total_time > 0
     code_holder = getattr(scheme, "gc", scheme)
     assert "code" not in vars(code_holder) and "encoding" not in vars(code_holder)
+
+
+def test_a_run_ends_when_its_last_job_is_decoded() -> None:
+    """No drain round after the last decode: every pipelined job decodes in its own round."""
+    result = simulate(PipelinedCR(4, 1, 2), DelayModel(), NetworkConfig(), jobs=5, seed=0)
+    assert result.index.tolist() == [0, 1, 2, 3, 4] and len(result.durations) == 5
+
+
+@pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
+def test_an_idle_round_between_drain_rounds_is_skipped(tmp_path: Path, recovery: str) -> None:
+    """SR-SGC B=2, 4 jobs: job 2 decodes on time, job 3 (two stragglers, s=1) needs one
+    repeat in round 5; round 4 would only compute the job that does not exist."""
+    durations = np.ones((4, 6))
+    durations[2:, 3] = 5.0
+    np.savez(tmp_path / "t.npz", durations=durations, load=0.0)
+    delay = Trace(str(tmp_path / "t.npz"), slope=0.0)
+    result = simulate(SRSGC(4, 2, 3, 2), delay, NetworkConfig(recovery=recovery), 4, seed=0)
+    assert result.index.tolist() == [0, 1, 2, 3, 5]
+    assert result.durations.tolist() == [1.0, 1.0, 1.0, 2.0, 1.0]  # all in at 1; round 3 at 2·1
+    assert result.erasures.tolist() == [0, 0, 0, 2, 0]
+
+
+def test_wait_all_runs_every_round_of_m_sgc_as_the_papers_code() -> None:
+    """M-SGC with λ = n has no D2 groups: job t decodes in round t and round J is idle.
+    The decodable rule skips it; the papers' MultiplexedSGC.run charges all J + T."""
+    scheme = MSGC(4, 1, 2, 4)
+    runs = {
+        recovery: simulate(scheme, DelayModel(), NetworkConfig(recovery=recovery), 3, seed=0)
+        for recovery in ("decodable", "wait_all")
+    }
+    assert runs["decodable"].index.tolist() == [0, 1, 2]
+    assert runs["wait_all"].index.tolist() == [0, 1, 2, 3]

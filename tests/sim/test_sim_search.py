@@ -29,10 +29,26 @@ class Replication(LinearScheme):
 
 
 def test_grids_of_the_gc_family() -> None:
-    assert GRIDS["uncoded"](256) == [{}]
-    assert [p["s"] for p in GRIDS["classic_fr"](16)] == [1, 3, 7, 15]
-    assert [p["s"] for p in GRIDS["classic_cr"](5)] == [1, 2, 3, 4]
-    assert GRIDS["ignore_stragglers"](5) == GRIDS["classic_cr"](5)
+    assert GRIDS["uncoded"](256, "decodable") == [{}]
+    assert [p["s"] for p in GRIDS["classic_fr"](16, "decodable")] == [1, 3, 7, 15]
+    assert [p["s"] for p in GRIDS["classic_cr"](5, "wait_all")] == [1, 2, 3, 4]
+    assert GRIDS["ignore_stragglers"](5, "decodable") == GRIDS["classic_cr"](5, "decodable")
+
+
+def test_grids_of_the_sgc_schemes_are_the_papers() -> None:
+    """SR-SGC: B <= 4, W in {B+1, 2B+1, ...} <= 5, every λ (one per (B, s) when only
+    (B, s) matters); M-SGC: W − 1 + B <= 4, every λ. 3329 settings in the papers' search
+    at n = 256 with s = 1..n for GC; gclab's GC stops at s = n − 1."""
+    wait_all = GRIDS["sr_sgc"](256, "wait_all")
+    assert len(wait_all) == 8 * 256
+    assert sorted({(p["B"], p["W"]) for p in wait_all}) == [
+        (1, 2), (1, 3), (1, 4), (1, 5), (2, 3), (2, 5), (3, 4), (4, 5),
+    ]  # fmt: skip
+    decodable = GRIDS["sr_sgc"](256, "decodable")
+    assert len(decodable) == 4 * 128 and set(map(str, decodable)) <= set(map(str, wait_all))
+    assert len(GRIDS["m_sgc"](256, "wait_all")) == 4 * 256
+    total = sum(len(GRIDS[name](256, "wait_all")) for name in ("uncoded", "classic_cr", "m_sgc"))
+    assert total + len(wait_all) == 3329 - 1
 
 
 def test_search_ranks_every_setting_on_the_same_delays(
@@ -60,10 +76,6 @@ def test_search_refuses_a_scheme_without_a_grid() -> None:
         grid(cfg, 8)
 
 
-@pytest.mark.skipif(
-    not (CONF_DIR / "scheme" / "classic_fr.yaml").is_file(),
-    reason="scheme classic_fr not present yet",
-)
 def test_search_over_classic_fr() -> None:
     from hydra import compose, initialize_config_dir
 

@@ -5,16 +5,20 @@ import pytest
 from gclab.app import run
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 from helpers.wandb_records import read_run
 
 
-def test_offline_run_file_holds_config_metrics_histogram_and_summary(ray_session, tmp_path):
+def test_offline_run_file_holds_config_metrics_histogram_and_summary(tmp_path):
     overrides = [o for o in TINY if not o.startswith("logger")]
     cfg = compose_config(
         [*overrides, "logger=wandb", "logger.mode=offline", "train.eval_every=2",
          "scheme=classic_fr", "scheme.s=1"]
     )  # fmt: skip
-    summary = run(cfg, tmp_path, name="scheme=classic_fr", group="sweep-x", tags=["scheme:fr"])
+    summary = run(
+        cfg, tmp_path, name="scheme=classic_fr", group="sweep-x", tags=["scheme:fr"],
+        start_pool=in_process,
+    )  # fmt: skip
     files = list((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(files) == 1
     logged = read_run(files[0])
@@ -31,8 +35,8 @@ def test_offline_run_file_holds_config_metrics_histogram_and_summary(ray_session
         r["test_accuracy"] for r in local if r["kind"] == "eval"
     ]
     assert all("virtual_time" in h and "wall_time" in h for h in rounds)
-    histogram = [h for h in logged["history"] if "decode_ms_histogram._type" in h]
-    assert len(histogram) == 1 and histogram[0]["decode_ms_histogram._type"] == "histogram"
+    assert logged["summary"]["decode_ms_histogram"]["_type"] == "histogram"
+    assert not any("decode_ms_histogram" in h for h in logged["history"])
     for key in ("test_accuracy", "total_virtual_time", "decode_ms_mean", "decode_ms_p95",
                 "waits", "retransmissions", "time_to_target"):  # fmt: skip
         assert key in logged["summary"], key

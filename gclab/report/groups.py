@@ -1,0 +1,173 @@
+"""Runs that differ only by ``seed``, as one group: mean curves with a band, time to target.
+
+A *group* is every training run whose ``.hydra/config.yaml`` is the same once ``seed``
+(and what never changes the training: ``logger``, ``resume``) is left out. Its seeds'
+accuracy curves are evaluated at different virtual times, so they are interpolated
+linearly (``numpy.interp``) onto a common grid: the union of the seeds' evaluation times
+within the span every seed covers (from the latest first evaluation to the earliest
+last one), where the mean and the band are taken. The band is a 95 % Student-t
+interval of the mean over seeds (``ci``: mean ± t₀.₉₇₅,ₖ₋₁·s/√k) or the range
+(``range``: min–max over seeds).
+
+A run's *time to target* is the virtual time of its first evaluation at or above the
+target. A group reports how many of its finished seeds reached it, and the mean, the
+95 % t-interval and the range over those that did: seeds that never reach the target
+are not in the mean, which is then a lower bound, and the table says how many reached.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from gclab.report.runs import SIM, TRAIN, Run, Sweep
+
+#: Config keys that do not tell groups apart (``seed`` is what a group spans).
+NOT_CONFIG = ("seed", "logger", "resume")
+BANDS = {"ci": "95 % t-interval of the mean over seeds", "range": "min–max over seeds"}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean of some values and their band (``low``, ``high``), and how many values."""
+
+    mean: float
+    low: float
+    high: float
+    count: int
+
+
+def spread(values: Sequence[float], band: str) -> Spread | None:
+    """Mean and band of ``values`` (no band width for a single value); None if empty."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0:
+        return None
+    mean = float(x.mean())
+    if band == "range":
+        return Spread(mean, float(x.min()), float(x.max()), x.size)
+    half = 0.0
+    if x.size > 1:
+        half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return Spread(mean, mean - half, mean + half, x.size)
+
+
+def first_reach(times: np.ndarray, accuracy: np.ndarray, target: float) -> float | None:
+    """Virtual time of the first evaluation at or above ``target``, if any."""
+    hits = np.flatnonzero(accuracy >= target)
+    return float(times[hits[0]]) if hits.size else None
+
+
+@dataclass
+class Group:
+    """Finished and failed runs of one configuration, one per seed."""
+
+    label: str  # the series (scheme and what else distinguishes it), as plots name it
+    delay: str  # the delay model's config option
+    loss_rate: float | None
+    runs: list[Run]
+
+    @property
+    def finished(self) -> list[Run]:
+        return [run for run in self.runs if not run.failed]
+
+    def curves(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``(virtual_time, accuracy)`` of every finished seed with an evaluation."""
+        return [c for c in (run.evaluations() for run in self.finished) if len(c[0])]
+
+    def mean_curve(self, band: str) -> tuple[np.ndarray, list[Spread]] | None:
+        """The common time grid and the mean and band at each of its points."""
+        curves = self.curves()
+        if not curves:
+            return None
+        start = max(float(t[0]) for t, _ in curves)
+        stop = min(float(t[-1]) for t, _ in curves)
+        grid = np.unique(np.concatenate([t for t, _ in curves]))
+        grid = grid[(grid >= start) & (grid <= stop)]
+        if grid.size == 0:
+            return None
+        values = np.array([np.interp(grid, t, a) for t, a in curves])
+        return grid, [spread(values[:, i], band) for i in range(grid.size)]
+
+    def times_to_target(self, target: float) -> list[float | None]:
+        """Each finished seed's time to target (None: not reached)."""
+        return [first_reach(t, a, target) for t, a in map(Run.evaluations, self.finished)]
+
+    def seeds(self) -> list[Any]:
+        """The finished runs' seeds, in the order of :meth:`times_to_target`."""
+        return [run.config.get("seed") for run in self.finished]
+
+
+def _key(run: Run) -> str:
+    config = {k: v for k, v in run.config.items() if k not in NOT_CONFIG}
+    return json.dumps(config, sort_keys=True, default=str)
+
+
+def groups(sweep: Sweep) -> list[Group]:
+    """The training and simulator runs of ``sweep`` grouped by configuration, ordered by
+    loss rate, then delay model, then series (in the order the runs first show it)."""
+    found: dict[str, Group] = {}
+    for run in sweep.runs:
+        if run.kind not in (TRAIN, SIM):
+            continue
+        key = _key(run)
+        if key not in found:
+            delay = run.choices.get("delay", "?")
+            found[key] = Group(sweep.series(run), delay, run.loss_rate, [])
+        found[key].runs.append(run)
+    labels = list(dict.fromkeys(group.label for group in found.values()))
+    return sorted(
+        found.values(),
+        key=lambda g: (
+            -1.0 if g.loss_rate is None else g.loss_rate,
+            g.delay,
+            labels.index(g.label),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One group's time to target: the spread over the seeds that reached it."""
+
+    group: Group
+    reached: int
+    finished: int
+    time: Spread | None  # 95 % t-interval over the seeds that reached
+    extent: Spread | None  # the same values' range
+    speedup: Spread | None  # baseline's time / this group's, paired by seed (95 % t-interval)
+
+
+def _by_seed(group: Group, target: float) -> dict[Any, float]:
+    times = group.times_to_target(target)
+    return {seed: t for seed, t in zip(group.seeds(), times) if t is not None}
+
+
+def target_rows(
+    all_groups: list[Group], target: float, baseline: str | None = None
+) -> list[TargetRow]:
+    """Every group's time to ``target``; with a ``baseline`` series label, each group's
+    speed-up over the baseline group of the same loss setting, seed by seed."""
+    base = {(g.delay, g.loss_rate): _by_seed(g, target) for g in all_groups if g.label == baseline}
+    rows = []
+    for group in all_groups:
+        times = [t for t in group.times_to_target(target) if t is not None]
+        reference = base.get((group.delay, group.loss_rate), {})
+        mine = _by_seed(group, target)
+        ratios = [reference[seed] / t for seed, t in mine.items() if seed in reference and t > 0]
+        rows.append(
+            TargetRow(
+                group,
+                len(times),
+                len(group.finished),
+                spread(times, "ci"),
+                spread(times, "range"),
+                spread(ratios, "ci"),
+            )
+        )
+    return rows

@@ -1,0 +1,188 @@
+"""A run directory holds one run's record; nothing may overwrite it, a resume continues it.
+
+The record: Hydra's ``.hydra/`` (config, overrides), metrics.jsonl, checkpoint.pt,
+summary.json and the W&B run. Hydra writes ``.hydra/`` into the run directory *before*
+the task function runs, so the checks run earlier, in :class:`RunDirGuard`: a Hydra
+callback called once the config is composed and before anything touches the directory.
+
+* ``resume=true`` needs a readable checkpoint written by the same config (everything
+  but ``resume``, ``logger`` and ``faults``); a refused resume leaves the directory byte
+  for byte as it was.
+* An accepted resume stores its segment's Hydra record in ``.hydra-resume-<k>/`` beside
+  the original ``.hydra/``, which stays the run's first record.
+* A fresh run refuses a directory that already holds a run (a checkpoint.pt, or a
+  metrics.jsonl with records), and a sweep a sweep directory that holds any.
+
+:func:`check_run_dir` is the same check for callers of :func:`gclab.app.run`.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf, read_write
+
+from gclab.cli import PREFIXES, fail
+from gclab.errors import ConfigError
+from gclab.tracking.artifacts import load_checkpoint
+
+#: Files that make a directory hold a run, when they are not empty.
+RECORDS = ("metrics.jsonl", "checkpoint.pt")
+
+
+def _held(run_dir: Path) -> list[str]:
+    """The records in ``run_dir`` (a run that stopped before its first round has none)."""
+    return [
+        name for name in RECORDS if (run_dir / name).is_file() and (run_dir / name).stat().st_size
+    ]
+
+
+#: Keys a resumed run may change: they do not change what is trained.
+FREE_KEYS = ("resume", "logger", "faults", "hydra")
+
+
+def config_text(cfg: DictConfig) -> str:
+    """The parts of a config that must not change when a run is resumed, as YAML."""
+    keep = {k: v for k, v in cfg.items() if k not in FREE_KEYS}
+    return OmegaConf.to_yaml(OmegaConf.create(keep), resolve=True)
+
+
+def check_run_dir(cfg: DictConfig, run_dir: Path) -> None:
+    """Raise :class:`ConfigError` unless ``cfg`` may write into ``run_dir``."""
+    if cfg.resume:
+        check_resume(cfg, run_dir)
+        return
+    held = _held(run_dir)
+    if held:
+        resumable = (
+            "continue it with resume=true"
+            if "checkpoint.pt" in held
+            else ("it has no checkpoint.pt to resume from: move it away")
+        )
+        raise ConfigError(
+            f"hydra.run.dir={run_dir} already holds a run ({', '.join(held)}); {resumable}, "
+            "or choose another directory."
+        )
+
+
+def check_resume(cfg: DictConfig, run_dir: Path) -> None:
+    """``resume=true`` needs a readable checkpoint in ``run_dir`` written by the same config."""
+    path = run_dir / "checkpoint.pt"
+    if not path.is_file():
+        raise ConfigError(
+            f"resume=true but {path} does not exist; point hydra.run.dir at the run directory "
+            "to continue (its checkpoint.pt), or drop resume."
+        )
+    try:  # mmap: only the config is read, however large the checkpoint
+        checkpoint = load_checkpoint(path, mmap=True)
+        saved = checkpoint["config"]
+    except Exception as exc:  # arbitrary bytes make the unpickler raise almost anything
+        raise ConfigError(  # torch's own message suggests weights_only=False: unsafe advice
+            f"resume=true but {path} is not a readable gclab checkpoint ({type(exc).__name__}); "
+            "it may be truncated or from another program: restore it or drop resume."
+        ) from None
+    now = config_text(cfg)
+    if saved != now:
+        raise ConfigError(
+            f"resume=true but the config differs from the one that wrote {path} "
+            f"({_differences(saved, now)}); resume with the same overrides as the run "
+            f"(its .hydra/overrides.yaml)."
+        )
+    if "coding" not in checkpoint:
+        raise ConfigError(
+            f"resume=true but {path} holds no coding state (an older gclab wrote it); "
+            "start the run again in another directory."
+        )
+
+
+def _differences(saved: str, now: str, shown: int = 3) -> str:
+    """``"train.lr: 0.05 in the run, 0.1 now"`` for the first ``shown`` keys that differ."""
+    before, after = _leaves(OmegaConf.create(saved)), _leaves(OmegaConf.create(now))
+    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    parts = [
+        f"{k}: {before.get(k, 'unset')} in the run, {after.get(k, 'unset')} now"
+        for k in keys[:shown]
+    ]
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return "; ".join(parts) + more
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value of every leaf of a config."""
+    if not OmegaConf.is_dict(node):
+        return {prefix.rstrip("."): node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(_leaves(value, f"{prefix}{key}."))
+    return out
+
+
+def segment_subdir(run_dir: Path) -> str:
+    """``.hydra-resume-<k>``, the first ``k`` not taken: the record of a resumed segment."""
+    k = 1
+    while (run_dir / f".hydra-resume-{k}").exists():
+        k += 1
+    return f".hydra-resume-{k}"
+
+
+class RunDirGuard(Callback):
+    """Hydra callback (``hydra.callbacks`` in ``gclab/conf/config.yaml``) guarding the record.
+
+    Hydra calls it with the composed config before it creates or writes the run
+    directory, so a refusal here leaves the directory untouched. Hydra turns an
+    exception raised in a callback into a warning and runs the job anyway, so the
+    process ends here: a refusal with the :class:`ConfigError`'s line and exit code 2
+    (:func:`gclab.cli.fail`), anything else (a bug) with its traceback and exit code 1.
+    """
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _ending_on_error(self.check_run, config)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _ending_on_error(self.check_sweep, config)
+
+    @staticmethod
+    def check_run(config: DictConfig) -> None:
+        """Refuse a run that would overwrite a record; give a resumed segment its own."""
+        HydraConfig.instance().set_config(config)  # lets hydra.run.dir use ${hydra:...}
+        run_dir = Path(config.hydra.run.dir)
+        check_run_dir(config, run_dir)
+        if config.resume:
+            with read_write(config.hydra):
+                config.hydra.output_subdir = segment_subdir(run_dir)
+
+    @staticmethod
+    def check_sweep(config: DictConfig) -> None:
+        """Refuse ``resume`` in a sweep, and a sweep directory that holds runs."""
+        overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        swept = {str(key) for key in (config.hydra.sweeper.get("params") or {})}
+        if config.resume or "resume" in swept or any(o.key_or_group == "resume" for o in overrides):
+            raise ConfigError(
+                "resume=true continues one run, not a sweep: resume each job without -m, "
+                "with hydra.run.dir=<its directory> and its overrides."
+            )
+        sweep_dir = Path(config.hydra.sweep.dir)
+        held = sorted({p.parent for name in RECORDS for p in sweep_dir.rglob(name)})
+        held = [str(run) for run in held if _held(run)]
+        if held:
+            raise ConfigError(
+                f"hydra.sweep.dir={sweep_dir} already holds {len(held)} run(s), e.g. "
+                f"{held[0]}; choose another directory."
+            )
+
+
+def _ending_on_error(check: Callable[[DictConfig], None], config: DictConfig) -> None:
+    try:
+        check(config)
+    except ConfigError as exc:
+        fail(PREFIXES["config"], str(exc))
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

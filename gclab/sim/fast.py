@@ -1,0 +1,242 @@
+"""Fast parameter search: a scheme's whole grid at once, in compiled round loops.
+
+:func:`gclab.sim.search.search` offers every full grid here first. For the four schemes
+of the SGC papers (``uncoded``; ``classic_cr`` with an exact predicate, i.e. an
+evaluation construction; ``sr_sgc``; ``m_sgc``), the virtual clock and a delay model
+that loses nothing over the run (no first transmission and no first retransmission
+attempt), :mod:`gclab.sim.kernels` computes every setting's rounds by the engine's
+rules; anything else returns ``None`` and the search simulates each setting with
+:func:`~gclab.sim.engine.simulate`, the ground truth this is tested against setting by
+setting (``tests/sim/test_fast.py``). The speed comes from computing arrival times once
+per distinct load for all rounds (:meth:`~gclab.network.base.DelayModel.delays_by_load`),
+building no scheme object per setting (loads and names come from the schemes' own
+formulas), and a round costing a few passes over the ``n`` workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from gclab.coding.evaluation import NODE_FAMILIES
+from gclab.coding.sgc import m_sgc_load, sr_sgc_stragglers
+from gclab.network import DelayModel, NetworkConfig
+from gclab.sim.engine import SimResult
+
+Params = dict[str, Any]
+
+#: Distinct loads whose arrival times are computed together (loads × rounds × n floats).
+LOAD_BATCH = 32
+
+
+@dataclass(frozen=True)
+class Family:
+    """A scheme's settings as kernel inputs, without building the scheme per setting."""
+
+    #: ``scheme.describe()`` of a setting, from ``(n, config node, params)``.
+    describe: Callable[[int, DictConfig, Params], str]
+    #: ``scheme.load`` of a setting, from ``(n, params)``.
+    load: Callable[[int, Params], float]
+    #: ``scheme.T`` of a setting.
+    delay: Callable[[Params], int]
+    #: Runs the kernel: ``(arrivals, round stats, load_of, settings, jobs, network, out)``.
+    run: Callable[..., None]
+    #: A valid setting at ``n = 2``, for :func:`load_kernels`.
+    sample: Params
+    #: Whether the config node (parameters outside the grid) is one the kernel models.
+    accepts: Callable[[DictConfig], bool] = lambda node: True
+
+
+class Records:
+    """The kernels' per-round outputs for ``settings × rounds`` (see :mod:`gclab.sim.kernels`)."""
+
+    def __init__(self, settings: int, rounds: int) -> None:
+        self.ran = np.zeros((settings, rounds), dtype=bool)
+        self.duration = np.zeros((settings, rounds))
+        self.erased = np.zeros((settings, rounds), dtype=np.int64)
+        self.late = np.zeros((settings, rounds), dtype=np.int64)
+        self.sent = np.zeros((settings, rounds), dtype=np.int64)
+        self.waited = np.zeros((settings, rounds), dtype=bool)
+        self.failed = np.zeros(settings, dtype=bool)
+
+    def store(self, rows: np.ndarray, part: Records) -> None:
+        """Copy ``part`` (a batch's records) into rows ``rows``."""
+        for key, value in vars(part).items():
+            getattr(self, key)[rows] = value
+
+
+def _gc(arrivals, stats, load_of, settings, jobs, network, out: Records) -> None:
+    from gclab.sim import kernels
+
+    close, top, _, late_count = stats
+    s_of = np.array([p.get("s", 0) for p in settings], dtype=np.int64)
+    kernels.gc_rounds(
+        arrivals, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
+        out.ran, out.duration, out.erased, out.late, out.waited,
+    )  # fmt: skip
+
+
+def _sgc(multiplexed: bool) -> Callable[..., None]:
+    def run(arrivals, stats, load_of, settings, jobs, network, out: Records) -> None:
+        from gclab.sim import kernels
+
+        B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
+        s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
+        kernels.sgc_rounds(
+            multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, network.rto,
+            network.recovery == "wait_all", out.ran, out.duration, out.erased, out.late,
+            out.sent, out.waited, out.failed,
+        )  # fmt: skip
+
+    return run
+
+
+FAMILIES: dict[str, Family] = {
+    "uncoded": Family(
+        describe=lambda n, node, p: f"uncoded(n={n}, s=0, T=0)",
+        load=lambda n, p: 1 / n,
+        delay=lambda p: 0,
+        run=_gc,
+        sample={},
+    ),
+    "classic_cr": Family(
+        describe=lambda n, node, p: f"classic_cr(n={n}, s={p['s']}, {node.construction})",
+        load=lambda n, p: (p["s"] + 1) / n,
+        delay=lambda p: 0,
+        run=_gc,
+        sample={"s": 1},
+        accepts=lambda node: node.get("construction") in NODE_FAMILIES,
+    ),
+    "sr_sgc": Family(
+        describe=lambda n, node, p: (
+            f"sr_sgc(n={n}, B={p['B']}, W={p['W']}, lam={p['lam']}, "
+            f"s={sr_sgc_stragglers(p['B'], p['W'], p['lam'])})"
+        ),
+        load=lambda n, p: (sr_sgc_stragglers(p["B"], p["W"], p["lam"]) + 1) / n,
+        delay=lambda p: p["B"],
+        run=_sgc(multiplexed=False),
+        sample={"B": 1, "W": 2, "lam": 1},
+    ),
+    "m_sgc": Family(
+        describe=lambda n, node, p: f"m_sgc(n={n}, B={p['B']}, W={p['W']}, lam={p['lam']})",
+        load=lambda n, p: m_sgc_load(n, p["B"], p["W"], p["lam"]),
+        delay=lambda p: p["W"] - 2 + p["B"],
+        run=_sgc(multiplexed=True),
+        sample={"B": 1, "W": 2, "lam": 1},
+    ),
+}
+
+
+def load_kernels() -> None:
+    """Import numba and load the compiled kernels (a fresh install compiles them first).
+
+    Start-up, not search: the CLI and the benchmarks call this before timing a search.
+    """
+    node = OmegaConf.create({"construction": NODE_FAMILIES[0]})
+    for name, family in FAMILIES.items():
+        fast_results(name, node, 2, [family.sample], DelayModel(), NetworkConfig(), 1, 0, 0.0)
+
+
+def fast_results(
+    name: str,
+    node: DictConfig,
+    n: int,
+    settings: list[Params],
+    delay: DelayModel,
+    network: NetworkConfig,
+    jobs: int,
+    seed: int,
+    unit_time: float,
+) -> list[SimResult | None] | None:
+    """Every setting's :class:`SimResult`, or ``None`` when the fast path does not apply.
+
+    An entry is ``None`` for a setting whose run needs a recovery that cannot succeed:
+    the engine, simulating it alone, then raises the error the user should see.
+    """
+    family = FAMILIES.get(name)
+    if family is None or not settings or not family.accepts(node) or network.clock != "virtual":
+        return None
+    delays = [family.delay(p) for p in settings]
+    for T in dict.fromkeys(delays):  # the engine's check, in the order it would meet them
+        delay.check(n, jobs + T)
+    rounds = jobs + max(delays)
+    if not lossless(delay, rounds, n, seed, max(delays)):
+        return None
+    loads, load_of = np.unique([family.load(n, p) for p in settings], return_inverse=True)
+    out = Records(len(settings), rounds)
+    for first in range(0, len(loads), LOAD_BATCH):
+        batch = loads[first : first + LOAD_BATCH]
+        rows = np.flatnonzero((load_of >= first) & (load_of < first + len(batch)))
+        part = Records(len(rows), rounds)
+        arrivals = unit_time * batch[:, None, None] + delay.delays_by_load(rounds, n, seed, batch)
+        arrivals += network.latency  # compute + delay + latency, as the protocol adds them
+        chosen = [settings[i] for i in rows]
+        stats = round_stats(arrivals, network)
+        family.run(arrivals, stats, load_of[rows] - first, chosen, jobs, network, part)
+        out.store(rows, part)
+    return _results(family, node, n, jobs, settings, out)
+
+
+def round_stats(arrivals: np.ndarray, network: NetworkConfig) -> tuple[np.ndarray, ...]:
+    """``(close, last arrival, late bitsets, late count)`` per load and round."""
+    from gclab.sim import kernels
+
+    loads, rounds, n = arrivals.shape
+    stats = (
+        np.empty((loads, rounds)),
+        np.empty((loads, rounds)),
+        np.zeros((loads, rounds, (n + 63) // 64), dtype=np.uint64),
+        np.empty((loads, rounds), dtype=np.int64),
+    )
+    kernels.round_stats(arrivals, network.policy == "all", network.mu, *stats)
+    return stats
+
+
+def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
+    """Whether no first transmission and no first retransmission attempt of the run is lost.
+
+    Recovery retransmits packets of the ``T`` rounds before the current one.
+    """
+    for r in range(rounds):
+        if np.any(delay.lost(r, n, seed)):
+            return False
+        for packet_round in range(max(0, r - T), r):
+            if np.any(delay.relost(r, packet_round, 1, n, seed)):
+                return False
+    return True
+
+
+def _results(
+    family: Family, node: DictConfig, n: int, jobs: int, settings: list[Params], out: Records
+) -> list[SimResult | None]:
+    """One :class:`SimResult` per setting, as the engine builds it (rounds run only)."""
+    count = out.ran.sum(axis=1)
+    prefix = np.cumsum(~out.ran, axis=1)[np.arange(len(settings)), np.maximum(count - 1, 0)] == 0
+    numbers = np.arange(out.ran.shape[1])
+    lost = np.zeros(out.ran.shape[1], dtype=np.int64)
+    results: list[SimResult | None] = []
+    for i, params in enumerate(settings):
+        if out.failed[i]:
+            results.append(None)
+            continue
+        rows = slice(0, count[i]) if prefix[i] else np.flatnonzero(out.ran[i])
+        results.append(
+            SimResult(
+                scheme=family.describe(n, node, params),
+                n=n,
+                load=float(family.load(n, params)),
+                jobs=jobs,
+                index=numbers[rows],
+                durations=out.duration[i, rows],
+                erasures=out.erased[i, rows],
+                lost=lost[: count[i]],
+                late=out.late[i, rows],
+                retransmissions=out.sent[i, rows],
+                waited=out.waited[i, rows],
+            )
+        )
+    return results

@@ -1,0 +1,65 @@
+"""``python -m gclab.study [--spec FILE] [--set KEY=VALUE ...] [--out DIR]``: run a study.
+
+Runs every unit the spec implies (:mod:`gclab.study.spec`) resumably into ``--out``
+(:mod:`gclab.study.runner`), verifies the replay shortcut against real runs, and writes
+the report. ``--dry-run`` lists the units and the commands without running anything;
+``--report-only`` rewrites the verification tables and the report from what is there.
+Exit code 2 for a bad spec (before anything runs), 1 if some unit failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from gclab.errors import ConfigError
+from gclab.study.runner import StudyRunner
+from gclab.study.spec import PACKET_LOSS, load_spec, plan, run_overrides
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gclab.study",
+        description="Run a study (default: the packet-loss study of docs/study.md) resumably, "
+        "verify its replay shortcut against real runs, and report it.",
+    )
+    parser.add_argument("--spec", type=Path, help=f"study spec YAML (default: {PACKET_LOSS.name})")
+    parser.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+        help="change one spec key, e.g. --set seeds=[0] --set 'overrides=[data.root=/data/c10]'",
+    )  # fmt: skip
+    parser.add_argument("--out", type=Path, help="study folder (default: studies/<spec name>)")
+    parser.add_argument("--dry-run", action="store_true", help="list the units, run nothing")
+    parser.add_argument("--report-only", action="store_true", help="only rewrite the report")
+    args = parser.parse_args(argv)
+    try:
+        spec = load_spec(args.spec, args.sets)
+        units, checks = plan(spec)
+    except ConfigError as exc:
+        print(f"gclab.study: error: {exc}", file=sys.stderr)
+        return 2
+    out = args.out or Path("studies") / (args.spec or PACKET_LOSS).stem
+    runner = StudyRunner(spec, out)
+    if args.dry_run:
+        for unit in [*units, *checks]:
+            command = "python -m gclab " + shlex.join(run_overrides(spec, unit.overrides))
+            what = f"replay of {unit.source}" if unit.replay else command
+            print(f"{unit.name}: {what}")
+        real = sum(not u.replay for u in units)
+        print(f"{real} real runs, {len(units) - real} replays, {len(checks)} verification runs")
+        return 0
+    if args.report_only:
+        runner.write_verification(checks)
+        written = runner.write_report()
+    else:
+        runner.run(units, checks)
+        written = [out / "report" / "summary.md"]
+    for path in written:
+        print(f"  {path}")
+    return 1 if any(o.state == "failed" for o in runner.outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

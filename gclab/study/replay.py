@@ -1,0 +1,247 @@
+"""The study's shortcut: a finished training run replayed under another delay model.
+
+For an exact scheme whose erasures are always recovered, the weights after job ``j`` do
+not depend on the losses: every job's gradient is the true batch gradient, computed on
+the weights of all earlier jobs (T = 0 decodes job t in round t; with
+``train.pipeline=interleaved`` each model's previous job is applied before its next
+starts). Only *when* job ``j`` is applied changes. So a run's accuracy per job, its
+measured per-worker compute times (``compute_s`` in metrics.jsonl) and the round
+protocol with the scheme's symbolic decoder give the run under any other delay model:
+
+* :func:`replay_rounds` runs the protocol on recorded compute times, with the training
+  loop's bookkeeping (decode every decodable job below ``num_jobs``, apply in job order);
+* :func:`replay_run` turns a run directory into the run directory the same config with
+  another ``delay`` would have written: the source's evaluations, each placed at the
+  virtual time its job is applied in the replay.
+
+A ``train.pipeline=stale`` run with T > 0 is not replayable (its gradients depend on
+when earlier jobs were applied), nor is an inexact scheme: :func:`not_replayable` says why.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+import gclab.config  # noqa: F401  (registers every schema, so the configs instantiate)
+from gclab.app import config_text
+from gclab.coding.base import Scheme
+from gclab.config import Pipeline
+from gclab.network.protocol import NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.schemas import instantiate_checked
+from gclab.tracking.artifacts import read_metrics
+from gclab.tracking.loggers import Logger
+from gclab.tracking.run import RunRecorder
+
+
+class ReplayError(ValueError):
+    """The source run cannot be replayed into the requested config (the message says why)."""
+
+
+@dataclass
+class ReplayedRound:
+    """One replayed round: the protocol's outcome and the jobs decoded and applied."""
+
+    outcome: RoundOutcome
+    decoded: list[int]
+    applied: list[int]
+
+
+@dataclass
+class Replay:
+    """Every replayed round, and the round in which each job was applied."""
+
+    rounds: list[ReplayedRound] = field(default_factory=list)
+    applied_at: dict[int, int] = field(default_factory=dict)
+    #: Rounds past the recorded ones, run on the last recorded round's compute times.
+    extended: int = 0
+
+
+def replay_rounds(
+    scheme: Scheme,
+    protocol: RoundProtocol,
+    compute: np.ndarray,
+    num_jobs: int,
+    until: int = -1,
+) -> Replay:
+    """Run ``len(compute)`` rounds (``compute[r, w]``: worker w's seconds in round r), and
+    more until job ``until`` is applied, on the last row's compute times.
+
+    Mirrors the training loop: decodes every decodable job below ``num_jobs`` (drain
+    rounds start jobs that do not exist), applies jobs strictly in order.
+    """
+    if until >= num_jobs:
+        raise ValueError(f"job {until} never runs: the run has {num_jobs} jobs.")
+    decoder = scheme.decoder()
+    replay, next_job, pending = Replay(), 0, set()
+    r = 0
+    while r < len(compute) or next_job <= until:
+        row = compute[min(r, len(compute) - 1)]
+        outcome = protocol.run_round(r, row, decoder, _symbolic)
+        decoded = [j for j in outcome.decodable if j < num_jobs]
+        for job in decoded:
+            decoder.decode(job)
+        pending.update(decoded)
+        applied = []
+        while next_job in pending:
+            pending.discard(next_job)
+            applied.append(next_job)
+            replay.applied_at[next_job] = r
+            next_job += 1
+        replay.rounds.append(ReplayedRound(outcome, decoded, applied))
+        replay.extended += r >= len(compute)
+        r += 1
+    return replay
+
+
+def _symbolic(round: int, worker: int) -> None:
+    """Payload in symbolic mode: the decoder only needs to know that the packet arrived."""
+    return None
+
+
+def evaluated_jobs(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """Each evaluation of a metrics.jsonl with the last job applied before it: the weights
+    it evaluated are those after jobs 0..job (jobs apply in order)."""
+    out, applied = [], 0
+    for rec in records:
+        if rec.get("kind") == "round":
+            applied += rec.get("jobs_applied", 0)
+        elif rec.get("kind") == "eval" and applied:
+            out.append((applied - 1, rec))
+    return out
+
+
+def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
+    """Why the weights after each job could depend on the delay model; None if they cannot."""
+    if not scheme.exact:
+        return f"{scheme.describe()} is not exact: its weights depend on which packets arrive"
+    if scheme.T > 0 and cfg.train.pipeline is not Pipeline.interleaved:
+        return (
+            f"{scheme.describe()} with train.pipeline={cfg.train.pipeline.name} computes each "
+            "job on weights that depend on when earlier jobs were applied"
+        )
+    if any(cfg.faults[kind] for kind in cfg.faults):
+        return "injected faults (faults.*) make failed packets, which a replay does not model"
+    return None
+
+
+def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
+    """The run's scheme and round protocol, as the app builds them (no data, no Ray)."""
+    network = NetworkConfig(**OmegaConf.to_container(cfg.network))
+    if network.clock != "virtual":
+        raise ReplayError(
+            f"network.clock={network.clock!r}: only virtual-clock runs can be replayed."
+        )
+    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    return scheme, RoundProtocol(network, instantiate_checked(cfg.delay), scheme.n, cfg.seed)
+
+
+#: Config keys a replay may change (``delay``) or that never affect the weights.
+IGNORED = ("hydra", "delay", "resume", "logger")
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two plain configs."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = dict.fromkeys([*a, *b])
+        return [d for k in keys for d in _differences(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [prefix.rstrip(".")]
+
+
+def _plain(cfg: DictConfig, drop: tuple[str, ...] = IGNORED) -> dict[str, Any]:
+    """The config as plain containers (enums as names, as Hydra saves them), minus ``drop``."""
+    data = OmegaConf.to_container(cfg, resolve=False, enum_to_str=True)
+    return {k: v for k, v in data.items() if k not in drop}
+
+
+def _source_records(source: Path, cfg: DictConfig) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The source's summary and metrics, once it is known to be a finished run of ``cfg``
+    under another delay model."""
+    summary_path = source / "summary.json"
+    if not summary_path.is_file():
+        raise ReplayError(f"{source} has no summary.json: the source run has not finished.")
+    differ = _differences(_plain(OmegaConf.load(source / ".hydra" / "config.yaml")), _plain(cfg))
+    if differ:
+        raise ReplayError(
+            f"{source} differs from the replayed config in {', '.join(differ)}, not only in "
+            "the delay model: a replay changes only `delay`."
+        )
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    return summary, read_metrics(source / "metrics.jsonl")
+
+
+def replay_run(
+    source: Path, cfg: DictConfig, dest: Path, overrides: list[str], choices: dict[str, str]
+) -> dict[str, Any]:
+    """Write into ``dest`` the run of ``cfg`` that the finished run ``source`` (same config,
+    another delay model) implies; returns its summary.
+
+    ``dest`` gets what the app writes (``.hydra/`` with ``overrides`` and the config
+    group ``choices``, ``metrics.jsonl``, ``summary.json``) plus ``replayed_from`` and
+    ``extended_rounds`` in the summary. Round records are the replay's; each evaluation
+    of the source (made once its jobs 0..j were applied) is placed at the end of the
+    round that applies job j in the replay. Train losses are the source's per round
+    (round r computes job r in both); wall and decode times are null (nothing ran).
+    """
+    cfg = copy.deepcopy(cfg)
+    with open_dict(cfg):
+        cfg.pop("hydra", None)  # compose() may return it; it is no part of a run's config
+    scheme, protocol = build_protocol(cfg)
+    reason = not_replayable(cfg, scheme)
+    if reason is not None:
+        raise ReplayError(f"the run is not replayable: {reason}.")
+    summary, records = _source_records(source, cfg)
+    protocol.delay.check(scheme.n, summary["num_jobs"] + scheme.T)  # as the app checks it
+    rounds = [rec for rec in records if rec["kind"] == "round"]
+    evals = evaluated_jobs(records)
+    compute = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
+    until = max((job for job, _ in evals), default=-1)
+    replay = replay_rounds(scheme, protocol, compute, summary["num_jobs"], until)
+
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / ".hydra").mkdir(parents=True)
+    _write_hydra(dest / ".hydra", cfg, overrides, choices)
+    extra = {
+        "scheme": scheme.name, "load": scheme.load, "n": scheme.n,
+        "num_jobs": summary["num_jobs"], "replayed_from": str(source),
+        "extended_rounds": replay.extended,
+    }  # fmt: skip
+    recorder = RunRecorder(
+        dest, Logger(), cfg.train.target_accuracy, extra, config_text(cfg), checkpointed=False
+    )
+    by_round: dict[int, list[dict[str, Any]]] = {}
+    for job, rec in evals:
+        by_round.setdefault(replay.applied_at[job], []).append(rec)
+    nan, faults, result = math.nan, {"failed": 0, "failures_total": 0}, None
+    try:
+        for r, step in enumerate(replay.rounds):
+            loss = rounds[r]["train_loss"] if r < len(rounds) else nan
+            recorder.round(
+                r, step.outcome, step.decoded, step.applied, nan, loss, nan,
+                step.outcome.compute.tolist(), faults,
+            )  # fmt: skip
+            for rec in by_round.get(r, []):
+                recorder.evaluation(r, rec["test_accuracy"], rec["test_loss"])
+        result = recorder.summary()
+        return result
+    finally:
+        recorder.close(result, failed=result is None)
+
+
+def _write_hydra(folder: Path, cfg: DictConfig, overrides: list[str], choices: dict) -> None:
+    """``.hydra/`` as Hydra writes it for a run of the training app."""
+    plain = _plain(cfg, drop=("hydra",))
+    (folder / "config.yaml").write_text(yaml.safe_dump(plain, sort_keys=False))
+    (folder / "overrides.yaml").write_text(yaml.safe_dump(list(overrides)))
+    meta = {"job": {"name": "gclab", "num": None}, "runtime": {"choices": dict(choices)}}
+    (folder / "hydra.yaml").write_text(yaml.safe_dump({"hydra": meta}, sort_keys=False))

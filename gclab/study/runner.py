@@ -1,0 +1,180 @@
+"""Running a study resumably: real runs as ``python -m gclab`` subprocesses, replays in
+this process, the shortcut's verification, then the report.
+
+Layout of the study folder::
+
+    runs/<variant>/<loss>/seed<k>/      every run of the study (real or replayed), as
+                                        Hydra run directories: the report reads them all
+    verify/runs/<variant>/<loss>/seed<k>/  real runs of replayed points
+    verify/comparison.md, verify/*.csv  the replays against those real runs
+    report/                             python -m gclab.report on runs/
+    status.csv                          every unit: done / failed / skipped, seconds, why
+
+Running it again continues: a run with ``summary.json`` is done and skipped; one with a
+``checkpoint.pt`` is resumed (``resume=true``) where the runtime supports it (T = 0),
+otherwise started afresh; a failed run is tried again. A run that fails is recorded in
+``status.csv`` and the study goes on; replays of it are skipped. Replays are cheap and
+always redone, so they follow a source that was run again.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gclab.errors import ConfigError
+from gclab.report import load_sweep, write_report
+from gclab.report.runs import error_line
+from gclab.study.replay import ReplayError, replay_run
+from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
+from gclab.study.verify import Comparison, compare, markdown, write_rows
+from gclab.tracking.artifacts import atomic_write
+
+#: Exit code of ``python -m gclab`` for a bad config, which includes a run it cannot resume.
+CONFIG_ERROR = 2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one unit in this invocation."""
+
+    name: str
+    kind: str  # run, replay or verify
+    state: str  # done, failed or skipped
+    seconds: float
+    message: str = ""
+
+
+class StudyRunner:
+    """Runs a study's units into ``out``, one at a time, and writes ``status.csv``."""
+
+    def __init__(self, spec: StudySpec, out: Path, log: Callable[[str], None] = print) -> None:
+        self.spec = spec
+        self.out = out
+        self.runs = out / "runs"
+        self.log = log
+        self.outcomes: list[Outcome] = []
+
+    # --- real runs -----------------------------------------------------------------------
+
+    def _launch(self, unit: Unit, run_dir: Path, resume: bool) -> int:
+        """``python -m gclab`` for the unit; console output goes to ``console.log``."""
+        command = [
+            sys.executable, "-m", "gclab", *run_overrides(self.spec, unit.overrides),
+            *(["resume=true"] if resume else []), f"hydra.run.dir={run_dir}",
+        ]  # fmt: skip
+        env = {**os.environ, "TQDM_MININTERVAL": "60"}  # a progress line a minute, not a flood
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with (run_dir / "console.log").open("a", encoding="utf-8") as console:
+            console.write(" ".join(command) + "\n")
+            console.flush()
+            return subprocess.run(
+                command, stdout=console, stderr=subprocess.STDOUT, env=env
+            ).returncode
+
+    def train(self, unit: Unit, run_dir: Path, kind: str = "run") -> Outcome:
+        """Run ``unit`` for real into ``run_dir``, unless it is done; resume if possible."""
+        start = time.monotonic()
+        if (run_dir / "summary.json").is_file():
+            return Outcome(unit.name, kind, "done", 0.0, "finished earlier")
+        resume = (run_dir / "checkpoint.pt").is_file()
+        if not resume and run_dir.exists():
+            shutil.rmtree(run_dir)  # a failed or barely started run: start afresh
+        code = self._launch(unit, run_dir, resume)
+        note = "resumed" if resume else ""
+        if resume and code == CONFIG_ERROR:  # the runtime cannot resume it (e.g. T > 0)
+            shutil.rmtree(run_dir)
+            code = self._launch(unit, run_dir, False)
+            note = "started afresh: not resumable"
+        seconds = time.monotonic() - start
+        if (run_dir / "summary.json").is_file():
+            return Outcome(unit.name, kind, "done", seconds, note)
+        reason = error_line(run_dir) or f"python -m gclab exited with code {code}"
+        return Outcome(unit.name, kind, "failed", seconds, reason)
+
+    # --- replays ---------------------------------------------------------------------------
+
+    def replay(self, unit: Unit) -> Outcome:
+        """Replay ``unit.source`` under the unit's loss setting into ``runs/<unit>``."""
+        start = time.monotonic()
+        source = self.runs / unit.source
+        if not (source / "summary.json").is_file():
+            return Outcome(unit.name, "replay", "skipped", 0.0, f"{unit.source} has not finished")
+        cfg = compose_run(self.spec, unit.overrides)
+        choices = {
+            k: v for k, v in cfg.hydra.runtime.choices.items()
+            if v is not None and not k.startswith("hydra/")
+        }  # fmt: skip
+        try:
+            replay_run(source, cfg, self.runs / unit.name, list(cfg.hydra.overrides.task), choices)
+        except (ReplayError, ConfigError) as exc:  # e.g. a bad value in the loss setting
+            return Outcome(unit.name, "replay", "failed", time.monotonic() - start, str(exc))
+        return Outcome(unit.name, "replay", "done", time.monotonic() - start)
+
+    # --- the study ---------------------------------------------------------------------------
+
+    def record(self, outcome: Outcome) -> None:
+        self.outcomes.append(outcome)
+        note = f" ({outcome.message})" if outcome.message else ""
+        self.log(f"[{len(self.outcomes)}] {outcome.kind} {outcome.name}: {outcome.state}"
+                 f" in {outcome.seconds:.0f} s{note}")  # fmt: skip
+        rows = [(o.name, o.kind, o.state, f"{o.seconds:.1f}", o.message) for o in self.outcomes]
+
+        def write(tmp: Path) -> None:
+            with tmp.open("w", newline="", encoding="utf-8") as f:
+                writer = csv.writer(f)
+                writer.writerow(("unit", "kind", "state", "seconds", "message"))
+                writer.writerows(rows)
+
+        atomic_write(self.out / "status.csv", write)
+
+    def run(self, units: list[Unit], checks: list[Unit]) -> list[Outcome]:
+        """Every unit (verification runs right after the units of their seed), then the
+        verification tables and the report."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        pending = list(checks)
+        for i, unit in enumerate(units):
+            outcome = self.replay(unit) if unit.replay else self.train(unit, self.runs / unit.name)
+            self.record(outcome)
+            seed = unit.name.rsplit("/", 1)[1]
+            if i + 1 == len(units) or units[i + 1].name.rsplit("/", 1)[1] != seed:
+                for check in [c for c in pending if c.name.endswith(f"/{seed}")]:
+                    pending.remove(check)
+                    self.record(
+                        self.train(check, self.out / "verify" / "runs" / check.name, "verify")
+                    )
+        self.write_verification(checks)
+        self.write_report()
+        return self.outcomes
+
+    def write_verification(self, checks: list[Unit]) -> list[Comparison]:
+        """``verify/comparison.md`` and one CSV per point whose real run and replay exist."""
+        done = []
+        for check in checks:
+            real, replay = self.out / "verify" / "runs" / check.name, self.runs / check.name
+            if (real / "summary.json").is_file() and (replay / "summary.json").is_file():
+                comparison = compare(check.name, real, replay, self.spec.report.target)
+                write_rows(
+                    comparison, self.out / "verify" / (check.name.replace("/", "_") + ".csv")
+                )
+                done.append(comparison)
+        if done:
+            (self.out / "verify" / "comparison.md").write_text(markdown(done), encoding="utf-8")
+        return done
+
+    def write_report(self) -> list[Path]:
+        """``python -m gclab.report runs --out report`` with the spec's options."""
+        if not self.runs.is_dir():
+            return []
+        options = self.spec.report
+        return write_report(
+            load_sweep(self.runs), self.out / "report", options.target, options.band,
+            options.baseline,
+        )  # fmt: skip

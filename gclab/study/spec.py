@@ -1,0 +1,214 @@
+"""What a study runs: its YAML spec, and the units of work it implies.
+
+A spec (``gclab/study/packet_loss.yaml`` is the packaged one) names the base experiment,
+the seeds, the schemes, the loss settings and which replayed points to verify. Every
+(scheme variant, loss setting, seed) becomes a :class:`Unit`: a real training run, or,
+with ``shortcut: true`` and a scheme whose weights per job do not depend on the losses
+(:func:`gclab.study.replay.not_replayable`), a replay of the lossless run of the same
+variant and seed. Scheme variants: each scheme with T = 0 as is; with T > 0, one per
+``pipelines`` entry, and ``pipeline=stale`` once per ``stale_lr`` entry under loss (the
+rule has no effect without loss: every job decodes in its own round).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+import gclab.config  # noqa: F401  (registers every schema, to compose the runs' configs)
+from gclab import CONF_DIR
+from gclab.config import Pipeline
+from gclab.errors import ConfigError
+from gclab.ml.optim import StaleLR
+from gclab.report.groups import BANDS
+from gclab.schemas import instantiate_checked
+from gclab.study.replay import not_replayable
+
+#: The packaged spec: the study of docs/study.md.
+PACKET_LOSS = Path(__file__).with_name("packet_loss.yaml")
+
+
+@dataclass
+class VerifyPoint:
+    run: str  # a scheme variant, e.g. classic_cr or pipelined_fr-interleaved
+    loss: str
+    seed: int = 0
+
+
+@dataclass
+class ReportOptions:
+    target: float | None = None
+    baseline: str | None = None
+    band: str = "ci"
+
+
+@dataclass
+class StudySpec:
+    experiment: str = MISSING
+    overrides: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    schemes: dict[str, list[str]] = MISSING
+    pipelines: list[Pipeline] = field(default_factory=lambda: [Pipeline.stale])
+    stale_lr: list[StaleLR] = field(default_factory=lambda: [StaleLR.constant])
+    losses: dict[str, list[str]] = MISSING
+    lossless: str = MISSING
+    shortcut: bool = True
+    verify: list[VerifyPoint] = field(default_factory=list)
+    report: ReportOptions = field(default_factory=ReportOptions)
+
+
+def load_spec(path: Path | None = None, sets: list[str] | None = None) -> StudySpec:
+    """The spec at ``path`` (default: the packaged one), with ``key=value`` changes ``sets``;
+    a misspelt key, a wrong type or a dangling name is a :class:`ConfigError`."""
+    path = path or PACKET_LOSS
+    try:
+        spec = OmegaConf.merge(
+            OmegaConf.structured(StudySpec),
+            OmegaConf.load(path),
+            OmegaConf.from_dotlist(sets or []),
+        )
+        spec = OmegaConf.to_object(spec)
+    except (OmegaConfBaseException, OSError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise ConfigError(f"study spec {path} is invalid: {reason}.") from None
+    _check(spec, path)
+    return spec
+
+
+def _check(spec: StudySpec, path: Path) -> None:
+    if spec.lossless not in spec.losses:
+        raise ConfigError(
+            f"study spec {path}: lossless={spec.lossless!r} is not one of the losses "
+            f"({', '.join(spec.losses)})."
+        )
+    if spec.report.band not in BANDS:
+        raise ConfigError(
+            f"study spec {path}: report.band={spec.report.band!r} is invalid: it must be one "
+            f"of {', '.join(BANDS)}."
+        )
+    for point in spec.verify:
+        if point.loss not in spec.losses or point.seed not in spec.seeds:
+            raise ConfigError(
+                f"study spec {path}: verify point {point.run}/{point.loss}/seed{point.seed} names "
+                "a loss setting or seed the study does not run."
+            )
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One run of the study: ``name`` is ``<variant>/<loss>/seed<k>``.
+
+    ``source`` is the name of the run a replay replays (None: a real run).
+    """
+
+    name: str
+    overrides: tuple[str, ...]
+    source: str | None = None
+
+    @property
+    def replay(self) -> bool:
+        return self.source is not None
+
+
+def run_overrides(spec: StudySpec, overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """A run's command-line overrides: the experiment, the spec's ``overrides`` (shared by
+    every run), then the run's own, which win where they set the same key."""
+    return [f"experiment={spec.experiment}", *spec.overrides, *overrides]
+
+
+def compose_run(spec: StudySpec, overrides: list[str] | tuple[str, ...]) -> DictConfig:
+    """The config ``python -m gclab <run_overrides(spec, overrides)>`` would run (with the
+    ``hydra`` node, whose ``runtime.choices`` names the options chosen); a
+    :class:`ConfigError` if it does not compose."""
+    keys = run_overrides(spec, overrides)
+    try:
+        with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+            return compose("config", overrides=keys, return_hydra_config=True)
+    except HydraException as exc:
+        reason = str(exc).splitlines()[0].rstrip(".")
+        raise ConfigError(f"the study run {' '.join(keys)} does not compose: {reason}.") from None
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A scheme with its pipeline and staleness rule: one curve per loss setting."""
+
+    label: str
+    overrides: tuple[str, ...]
+    replayable: bool  # its weights per job do not depend on the losses
+    lossy_only: bool = False  # without loss it repeats another variant's run
+
+
+def variants(spec: StudySpec) -> list[Variant]:
+    """Every scheme variant of the study, in spec order."""
+    out = []
+    for label, overrides in spec.schemes.items():
+        cfg = compose_run(spec, overrides)
+        scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+        if scheme.T == 0:
+            out.append(Variant(label, tuple(overrides), not_replayable(cfg, scheme) is None))
+            continue
+        for pipeline in spec.pipelines:
+            keys = (*overrides, f"train.pipeline={pipeline.name}")
+            if pipeline is Pipeline.interleaved:
+                replayable = not_replayable(compose_run(spec, keys), scheme) is None
+                out.append(Variant(f"{label}-interleaved", keys, replayable))
+                continue
+            for rule in spec.stale_lr:
+                out.append(
+                    Variant(
+                        f"{label}-stale-{rule.name}",
+                        (*keys, f"train.stale_lr={rule.name}"),
+                        replayable=False,
+                        lossy_only=rule is not spec.stale_lr[0],
+                    )
+                )
+    return out
+
+
+def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
+    """The study's units in running order, and the real runs that verify replayed points.
+
+    Per seed: the lossless real runs, then the replays of the exact variants, then the
+    real runs under loss, so that a study stopped part-way has whole seeds. Every scheme
+    and loss setting is composed and built first: a bad one fails here, before any run.
+    """
+    faulty = set()  # loss settings that inject faults: a replay does not model them
+    for loss, keys in spec.losses.items():
+        cfg = compose_run(spec, keys)
+        instantiate_checked(cfg.delay)
+        if any(cfg.faults[kind] for kind in cfg.faults):
+            faulty.add(loss)
+    all_variants = variants(spec)
+    units: list[Unit] = []
+    for seed in spec.seeds:
+        lossless, replays, lossy = [], [], []
+        for variant in all_variants:
+            for loss, loss_keys in spec.losses.items():
+                name = f"{variant.label}/{loss}/seed{seed}"
+                overrides = (*variant.overrides, *loss_keys, f"seed={seed}")
+                if loss == spec.lossless:
+                    if not variant.lossy_only:
+                        lossless.append(Unit(name, overrides))
+                elif spec.shortcut and variant.replayable and loss not in faulty:
+                    source = f"{variant.label}/{spec.lossless}/seed{seed}"
+                    replays.append(Unit(name, overrides, source))
+                else:
+                    lossy.append(Unit(name, overrides))
+        units += lossless + replays + lossy
+    by_name = {unit.name: unit for unit in units}
+    checks = []
+    for point in spec.verify:
+        name = f"{point.run}/{point.loss}/seed{point.seed}"
+        if name not in by_name or not by_name[name].replay:
+            raise ConfigError(
+                f"verify point {name} is not a replayed run of the study; verify one of: "
+                f"{', '.join(u.name for u in units if u.replay) or 'none (shortcut is off)'}."
+            )
+        checks.append(Unit(name, by_name[name].overrides))
+    return units, checks

@@ -1,0 +1,90 @@
+"""A worker pool without Ray: the same WorkerHost code computes real gradients in this process.
+
+:func:`in_process` has the signature of :func:`gclab.runtime.server.ray_pool`, so
+``run(cfg, run_dir, start_pool=in_process)`` trains through the whole loop (coding,
+protocol, decoding, optimizer, checkpoints) in seconds. It has no failures to handle:
+injected crashes and stalls need real processes, and stay with the Ray tests.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from gclab.coding.base import Plan
+from gclab.network.protocol import RecoveryError
+from gclab.runtime.server import TrainingPlan
+from gclab.runtime.worker import Shard, WorkerHost, WorkerReport, WorkerSpec, host_shards
+
+
+class InProcessPool:
+    """:class:`gclab.runtime.pool.WorkerPool`'s interface; one :class:`WorkerHost` per actor."""
+
+    def __init__(self, spec: WorkerSpec, groups: list[list[int]], shards: list[Shard]) -> None:
+        if spec.faults.plan:
+            raise ValueError("injected faults need real actor processes: use the Ray pool")
+        self.groups = groups
+        self.nodes = ["this process"]  # one machine: the summary records nodes=1
+        self.hosts = [
+            WorkerHost(spec, group, {j: shards[j] for j in host_shards(spec.scheme, group)})
+            for group in groups
+        ]
+        self.n = spec.scheme.n
+        self.failures = 0
+
+    def broadcast(self, state: np.ndarray) -> np.ndarray:
+        return state
+
+    def submit(self, r: int, state: np.ndarray, tasks: Plan) -> InProcessRound:
+        return InProcessRound(self, r, state, tasks)
+
+    def refetch(self, r: int, w: int, state: np.ndarray, tasks: Plan) -> np.ndarray:
+        raise RecoveryError(f"round {r}: worker {w}'s packet never failed in process.")
+
+    def state_dict(self) -> dict:
+        return {
+            "encoders": {w: s for host in self.hosts for w, s in host.encoder_states().items()},
+            "unusable_until": np.full(self.n, -1),
+            "failures": 0,
+            "nonfinite": 0,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for host in self.hosts:
+            host.load_encoder_states(state["encoders"])
+
+    def close(self) -> None:
+        self.hosts.clear()
+
+
+class InProcessRound:
+    """:class:`gclab.runtime.pool.PendingRound`'s interface: hosts compute when waited for."""
+
+    def __init__(self, pool: InProcessPool, r: int, state: np.ndarray, tasks: Plan) -> None:
+        self.pool, self.r, self.state, self.tasks = pool, r, state, tasks
+        self.sent = time.monotonic()
+        self.todo = list(range(len(pool.hosts)))
+        self.reports: dict[int, WorkerReport] = {}
+        self.failed = np.zeros(pool.n, dtype=bool)
+
+    def pending(self) -> bool:
+        return bool(self.todo)
+
+    def wait(self, timeout: float | None) -> list[tuple[int, bool]]:
+        i = self.todo.pop(0)
+        group = self.pool.groups[i]
+        plans = {w: self.tasks[w] for w in group}
+        self.reports.update(self.pool.hosts[i].run_round(self.r, self.state, plans))
+        return [(w, False) for w in group]
+
+    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]:
+        while self.todo:
+            self.wait(None)
+        return self.reports, self.failed
+
+
+def in_process(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> InProcessPool:
+    """Start a run's workers in this process (the ``start_pool`` of :func:`gclab.app.run`)."""
+    return InProcessPool(spec, plan.cluster.groups(resources={"CPU": os.cpu_count() or 1}), shards)

@@ -1,0 +1,159 @@
+"""A run continued from its checkpoint ends exactly where the uninterrupted run ends.
+
+For every scheme, those that code across time included (their decoder's packets and
+plans, the pending gradients and the workers' encoder accumulators are checkpointed).
+The losses and delays are seeded and the round order is fixed by a trace (workers 1 s to
+4 s), so the stale pipelines too take the same steps whether or not the run stops.
+
+Fast: the loop with in-process workers, stopped by an exception. Slow: ``python -m
+gclab`` on Ray actors, stopped by SIGKILL, then the same command with ``resume=true``.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from gclab.app import run
+from gclab.errors import ConfigError
+from gclab.tracking.artifacts import load_checkpoint, read_metrics
+from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
+from helpers.training import assert_same_weights
+
+SCHEMES = {
+    "classic_cr": ["scheme=classic_cr", "scheme.s=1"],
+    "pipelined_cr_stale": ["scheme=pipelined_cr", "scheme.s=1", "scheme.T=2"],
+    "pipelined_cr_interleaved": [
+        "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", "train.pipeline=interleaved",
+    ],
+    "pipelined_fr": ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2"],
+    "sr_sgc": ["scheme=sr_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=2"],
+    "m_sgc": ["scheme=m_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=1"],
+}  # fmt: skip
+
+#: What the protocol decided each round: equal in a resumed and an uninterrupted run.
+DECIDED = ("round", "jobs_decoded", "decode_delays", "erasures", "lost", "retransmissions")
+
+
+def overrides(tmp_path, scheme: str, rounds: int) -> list[str]:
+    trace = tmp_path / "trace.npz"
+    np.savez(trace, durations=np.repeat([[1.0], [2.0], [3.0], [4.0]], 40, axis=1), load=0.0)
+    return [
+        *TINY, *SCHEMES[scheme], "cluster.workers=4", f"train.rounds={rounds}",
+        "train.checkpoint_every=5", "delay=composite", "delay@delay.compute=trace",
+        f"delay.compute.path={trace}", "delay.compute.slope=0", "delay@delay.loss=bernoulli",
+        "delay.loss.p=0.2", "network.policy=all",
+    ]  # fmt: skip
+
+
+def rounds_of(run_dir) -> list[dict]:
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "round"]
+
+
+def assert_same_run(got_dir, want_dir) -> None:
+    """Every model's weights (float summation order aside) and every round's decisions."""
+    got = load_checkpoint(got_dir / "checkpoint.pt")["models"]
+    want = load_checkpoint(want_dir / "checkpoint.pt")["models"]
+    for g, w in zip(got, want, strict=True):
+        assert_same_weights(g, w)
+    decided = [[r[k] for k in DECIDED] for r in rounds_of(want_dir)]
+    assert [[r[k] for k in DECIDED] for r in rounds_of(got_dir)] == decided
+    assert sum(r["lost"] for r in rounds_of(want_dir)) > 0  # the run had losses to recover
+
+
+class Stopped(RuntimeError):
+    """The driver's end, in process."""
+
+
+def stopping_at(r_stop: int):
+    """An in-process pool whose round ``r_stop`` never starts."""
+
+    def start(plan, spec, shards):
+        pool = in_process(plan, spec, shards)
+        submit = pool.submit
+
+        def stop_or_submit(r, *args):
+            if r == r_stop:
+                raise Stopped(f"round {r}")
+            return submit(r, *args)
+
+        pool.submit = stop_or_submit
+        return pool
+
+    return start
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_stopped_run_resumes_to_the_uninterrupted_runs_end(tmp_path, scheme):
+    args = overrides(tmp_path, scheme, 12)
+    run(compose_config(args), tmp_path / "ref", start_pool=in_process)
+    with pytest.raises(Stopped):
+        run(compose_config(args), tmp_path / "cut", start_pool=stopping_at(8))
+    checkpoint = load_checkpoint(tmp_path / "cut" / "checkpoint.pt")
+    assert checkpoint["round"] == 4 and checkpoint["coding"] is not None
+    run(compose_config([*args, "resume=true"]), tmp_path / "cut", start_pool=in_process)
+    assert_same_run(tmp_path / "cut", tmp_path / "ref")
+    assert load_checkpoint(tmp_path / "cut" / "checkpoint.pt")["coding"] is None  # finished
+
+
+def gclab_cli(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "gclab", *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+
+
+def kill_between_checkpoints(run_dir, proc: subprocess.Popen, after: int) -> None:
+    """SIGKILL ``proc`` once ``after`` rounds are in metrics.jsonl."""
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        done = rounds_of(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+        if len(done) >= after:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()[-2000:]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scheme",
+    ["classic_cr", "pipelined_cr_stale", "pipelined_cr_interleaved", "pipelined_fr", "m_sgc"],
+)
+def test_driver_killed_mid_run_resumes_to_the_same_weights(tmp_path, scheme):
+    args = overrides(tmp_path, scheme, 18)
+    run(compose_config(args), tmp_path / "ref", start_pool=in_process)  # uninterrupted
+
+    crashed = tmp_path / "crashed"
+    proc = gclab_cli(*args, f"hydra.run.dir={crashed}")
+    kill_between_checkpoints(crashed, proc, after=12)
+    assert load_checkpoint(crashed / "checkpoint.pt")["round"] in (9, 14)
+
+    resumed = gclab_cli(*args, f"hydra.run.dir={crashed}", "resume=true")
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read()[-2000:]
+    assert_same_run(crashed, tmp_path / "ref")
+    # each round once, and those the uninterrupted run ran (no idle drain rounds)
+    assert [r["round"] for r in rounds_of(crashed)] == [
+        r["round"] for r in rounds_of(tmp_path / "ref")
+    ]
+
+
+def test_resume_is_refused_without_a_checkpoint_or_with_another_config(tmp_path):
+    args = overrides(tmp_path, "classic_cr", 2)
+    with pytest.raises(ConfigError, match=r"resume=true but .*checkpoint\.pt does not exist"):
+        run(compose_config([*args, "resume=true"]), tmp_path / "run", start_pool=in_process)
+    run(compose_config(args), tmp_path / "run", start_pool=in_process)
+    changed = [*args, "train.lr=0.5", "seed=3", "resume=true"]
+    with pytest.raises(ConfigError) as info:
+        run(compose_config(changed), tmp_path / "run", start_pool=in_process)
+    assert "the config differs from the one that wrote" in str(info.value)
+    assert "seed: 0 in the run, 3 now; train.lr: 0.05 in the run, 0.5 now" in str(info.value)
+    with pytest.raises(ConfigError, match=r"already holds a run .*continue it with resume=true"):
+        run(compose_config(args), tmp_path / "run", start_pool=in_process)  # not resume

@@ -1,0 +1,85 @@
+"""The parameter server: job order, staleness, ``train.stale_lr``; stopping at the target."""
+
+import numpy as np
+import pytest
+import torch
+
+from gclab.app import build, run
+from gclab.runtime.server import ParameterServer
+from gclab.tracking.artifacts import load_checkpoint, read_metrics
+from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
+
+PIPELINED = [*TINY, "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", "train.momentum=0"]
+
+
+def server_for(extra: list[str]) -> tuple[ParameterServer, int]:
+    plan, _ = build(compose_config([*PIPELINED, *extra]))
+    return ParameterServer(plan), plan.batch_size
+
+
+def gradients(server: ParameterServer, jobs: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal(server.num_params) for _ in range(jobs)]
+
+
+@pytest.mark.parametrize(
+    ("rule", "weights"), [("constant", [1, 1, 1]), ("scaled", [1, 1 / 3, 1 / 2])]
+)
+def test_jobs_apply_in_order_weighted_by_their_staleness(rule, weights):
+    """Rounds 0-2 start jobs 0-2 on the initial weights; job 2 decodes first, then 0, then 1.
+
+    Job 0 is applied fresh; job 1 after one update it did not see (staleness 1); job 2
+    after two (staleness 2). With momentum 0 and no weight decay each step is
+    ``-lr · weight · g / batch``.
+    """
+    server, batch = server_for([f"train.stale_lr={rule}", "train.weight_decay=0"])
+    start = server.models[0].state_vector().clone()
+    g = gradients(server, 3)
+    for job in range(3):
+        server.start(job)
+    assert server.submit(2, g[2]) == []  # waits for jobs 0 and 1
+    assert server.submit(0, g[0]) == [0]
+    assert server.staleness(1) == 1
+    assert server.submit(1, g[1]) == [1, 2]
+    lr = server.optimizers[0].param_groups[0]["lr"]
+    step = sum(w * gi for w, gi in zip([weights[0], weights[2], weights[1]], g))
+    want = start[: server.num_params] - lr * torch.from_numpy(step / batch).float()
+    got = server.models[0].state_vector()[: server.num_params]
+    assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_interleaved_jobs_are_never_stale():
+    server, _ = server_for(["train.pipeline=interleaved", "train.stale_lr=scaled"])
+    g = gradients(server, 4)
+    for job in range(3):
+        server.start(job)
+    assert server.submit(0, g[0]) == [0]
+    server.start(3)  # job 3 trains model 0 again, on top of job 0
+    assert [server.staleness(j) for j in (1, 2, 3)] == [0, 0, 0]
+    assert server.submit(2, g[2]) + server.submit(1, g[1]) + server.submit(3, g[3]) == [1, 2, 3]
+
+
+def test_checkpoint_keeps_the_staleness_of_jobs_in_flight():
+    server, _ = server_for(["train.stale_lr=scaled"])
+    for job in range(2):
+        server.start(job)
+    server.submit(0, gradients(server, 1)[0])
+    restored, _ = server_for(["train.stale_lr=scaled"])
+    restored.load_state_dict(server.state_dict())
+    assert restored.next_job == 1 and restored.staleness(1) == 1
+
+
+def test_run_stops_at_the_first_evaluation_that_reaches_the_target(tmp_path):
+    cfg = compose_config(
+        [*TINY, "train.rounds=40", "train.eval_every=2", "train.target_accuracy=0.2",
+         "train.stop_at_target=true"]
+    )  # fmt: skip
+    summary = run(cfg, tmp_path, start_pool=in_process)
+    records = read_metrics(tmp_path / "metrics.jsonl")
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [e["test_accuracy"] >= 0.2 for e in evals] == [False] * (len(evals) - 1) + [True]
+    assert records[-1] == evals[-1] and evals[-1]["round"] < 39  # nothing after it
+    assert summary["time_to_target"] == evals[-1]["virtual_time"]
+    assert summary["jobs"] == evals[-1]["round"] + 1 < summary["num_jobs"] == 40
+    assert load_checkpoint(tmp_path / "checkpoint.pt")["next_job"] == summary["jobs"]

@@ -1,0 +1,174 @@
+"""The study's shortcut: a finished run replayed under another delay model.
+
+Real runs check the two facts the shortcut rests on: replaying a lossy run on its own
+recorded compute times gives back its recorded virtual times exactly, and a lossy run of
+an exact scheme has the accuracy per job of the lossless one. Hand-made source runs
+check the bookkeeping (where each evaluation lands, extension rounds, refusals).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from gclab.app import run
+from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run
+from gclab.tracking.artifacts import read_metrics
+from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
+
+BASE = [*TINY, "cluster.workers=4", "train.rounds=10", "train.eval_every=2", "network.policy=all"]
+CLASSIC = ["scheme=classic_cr", "scheme.s=1"]
+INTERLEAVED = ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2", "train.pipeline=interleaved"]
+LOSSY = ["delay=bernoulli", "delay.p=0.25"]
+BURSTS = ["delay=gilbert_elliott", "delay.loss_rate=0.4", "delay.burst_length=3"]
+
+
+def records(path: Path, kind: str) -> list[dict]:
+    return [r for r in read_metrics(path / "metrics.jsonl") if r["kind"] == kind]
+
+
+def train(overrides: list[str], run_dir: Path) -> dict:
+    """A real run, with the ``.hydra/config.yaml`` the CLI would have written beside it."""
+    cfg = compose_config(overrides)
+    (run_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    return run(cfg, run_dir, start_pool=in_process)
+
+
+def replay_into(source: Path, overrides: list[str], dest: Path) -> dict:
+    return replay_run(source, compose_config(overrides), dest, overrides, {"delay": "x"})
+
+
+# --- real runs ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides", [[*CLASSIC, *LOSSY], [*INTERLEAVED, *BURSTS]], ids=["classic_cr", "interleaved"]
+)
+def test_replaying_a_lossy_run_on_its_own_compute_times_gives_its_virtual_times(
+    tmp_path, overrides
+):
+    """Round for round the replay is the run. An evaluation lands where its state was first
+    reached: in the round that applied its last job (T = 0: the evaluation's own round;
+    interleaved: a job decoded late makes a later round's evaluation belong to it)."""
+    summary = train([*BASE, *overrides], tmp_path / "real")
+    replayed = replay_into(tmp_path / "real", [*BASE, *overrides], tmp_path / "replay")
+    real, replay = records(tmp_path / "real", "round"), records(tmp_path / "replay", "round")
+    assert sum(r["retransmissions"] for r in real) > 0  # losses really cost time
+    keys = ("virtual_time", "round_time", "erasures", "lost", "retransmissions", "decode_delays")
+    assert [{k: r[k] for k in keys} for r in replay] == [{k: r[k] for k in keys} for r in real]
+
+    last_applied_in = {}  # round -> the round that applied the newest job applied by then
+    for rec in real:
+        last_applied_in[rec["round"]] = (
+            rec["round"] if rec["jobs_applied"] else last_applied_in[rec["round"] - 1]
+        )
+    clock = {rec["round"]: rec["virtual_time"] for rec in real}
+    evals = records(tmp_path / "real", "eval")
+    want = [(last_applied_in[e["round"]], e["test_accuracy"]) for e in evals]
+    got = records(tmp_path / "replay", "eval")
+    assert [(e["round"], e["test_accuracy"]) for e in got] == want
+    assert [e["virtual_time"] for e in got] == [clock[r] for r, _ in want]
+    if "scheme=classic_cr" in overrides:  # T = 0: exactly the run's own evaluations
+        assert [(e["round"], e["virtual_time"]) for e in got] == [
+            (e["round"], e["virtual_time"]) for e in evals
+        ]
+    assert replayed["total_virtual_time"] == summary["total_virtual_time"]
+    assert replayed["extended_rounds"] == 0 and replayed["replayed_from"] == str(tmp_path / "real")
+
+
+def test_a_lossy_run_of_an_exact_scheme_has_the_accuracy_per_job_of_the_lossless_one(tmp_path):
+    train([*BASE, *CLASSIC], tmp_path / "lossless")
+    train([*BASE, *CLASSIC, *LOSSY], tmp_path / "lossy")
+    lossless, lossy = records(tmp_path / "lossless", "eval"), records(tmp_path / "lossy", "eval")
+    assert [r["test_accuracy"] for r in lossy] == [r["test_accuracy"] for r in lossless]
+    assert lossy[-1]["virtual_time"] > lossless[-1]["virtual_time"]  # same accuracy, later
+    replayed = replay_into(tmp_path / "lossless", [*BASE, *CLASSIC, *LOSSY], tmp_path / "replay")
+    got = records(tmp_path / "replay", "eval")
+    assert [r["test_accuracy"] for r in got] == [r["test_accuracy"] for r in lossy]
+    # the same losses; how many retransmissions go out before a round closes depends on
+    # when the packets would have arrived, so on the measured compute times
+    assert [r["lost"] for r in records(tmp_path / "replay", "round")] == [
+        r["lost"] for r in records(tmp_path / "lossy", "round")
+    ]
+    assert replayed["retransmissions"] > 0
+
+
+# --- hand-made source runs ---------------------------------------------------------------
+
+
+def source_run(path: Path, overrides: list[str], rounds: int, evals: dict[int, float]) -> Path:
+    """A finished lossless run as the app writes it: every job decoded in its own round,
+    every worker computing 1 s (``num_jobs`` = ``rounds``), evaluations after ``evals``."""
+    (path / ".hydra").mkdir(parents=True)
+    OmegaConf.save(compose_config(overrides), path / ".hydra" / "config.yaml")
+    lines = []
+    for r in range(rounds):
+        lines.append({"kind": "round", "round": r, "jobs_applied": 1, "train_loss": 2.0 - r / 10,
+                      "compute_s": [1.0] * 4})  # fmt: skip
+        if r in evals:
+            lines.append({"kind": "eval", "round": r, "test_accuracy": evals[r], "test_loss": 1.0})
+    (path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (path / "summary.json").write_text(json.dumps({"num_jobs": rounds}))
+    return path
+
+
+def test_each_evaluation_lands_where_the_replay_applies_its_job(tmp_path):
+    overrides = [*BASE, *INTERLEAVED, "train.target_accuracy=0.5"]
+    source = source_run(tmp_path / "src", overrides, 10, {r: r / 10 for r in range(10)})
+    summary = replay_into(source, [*overrides, "delay=bernoulli", "delay.p=0.5"], tmp_path / "out")
+    rounds = records(tmp_path / "out", "round")
+    applied_at = {}
+    for rec in rounds:
+        done = sum(r["jobs_applied"] for r in rounds if r["round"] <= rec["round"])
+        for job in range(done):
+            applied_at.setdefault(job, rec["round"])
+    evals = records(tmp_path / "out", "eval")
+    assert [(e["round"], e["test_accuracy"]) for e in evals] == [
+        (applied_at[j], j / 10) for j in range(10)
+    ]
+    assert any(applied_at[j] > j for j in range(10))  # some evaluations moved to later rounds
+    clock = {r["round"]: r["virtual_time"] for r in rounds}
+    assert [e["virtual_time"] for e in evals] == [clock[e["round"]] for e in evals]
+    assert summary["time_to_target"] == clock[applied_at[5]]
+    assert [r["train_loss"] for r in rounds[:10]] == [2.0 - r / 10 for r in range(10)]
+    assert summary["test_accuracy"] == 0.9
+    written = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert written["decode_ms_mean"] is None and written["total_wall_time"] is None  # nothing ran
+
+
+def test_a_source_that_stopped_early_is_extended_until_its_last_evaluated_job_applies(tmp_path):
+    """A run stopped at its target has no rounds after its last evaluation; with T = 2 the
+    replay may need two more, on the last recorded compute times."""
+    overrides = [*BASE, *INTERLEAVED, "delay=bernoulli", "delay.p=0.6"]
+    cfg = compose_config(overrides)
+    compute = np.ones((6, 4))
+    replay = replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=5)
+    assert 5 in replay.applied_at and replay.applied_at[5] <= 5 + 2
+    assert len(replay.rounds) == max(6, replay.applied_at[5] + 1)
+    assert replay.extended == len(replay.rounds) - 6
+    assert all(step.decoded == [j for j in step.decoded if j < 10] for step in replay.rounds)
+    with pytest.raises(ValueError, match="job 10 never runs"):
+        replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=10)
+
+
+def test_replays_that_would_be_wrong_are_refused(tmp_path):
+    stale = [*BASE, "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2"]
+    source_run(tmp_path / "stale", stale, 4, {3: 0.3})
+    with pytest.raises(ReplayError, match="not replayable"):
+        replay_into(tmp_path / "stale", [*stale, *LOSSY], tmp_path / "a")
+    source_run(tmp_path / "classic", [*BASE, *CLASSIC], 4, {3: 0.3})
+    with pytest.raises(ReplayError, match=r"differs .* in train\.lr, not only in the delay"):
+        replay_into(tmp_path / "classic", [*BASE, *CLASSIC, *LOSSY, "train.lr=0.1"], tmp_path / "b")
+    (tmp_path / "classic" / "summary.json").unlink()
+    with pytest.raises(ReplayError, match="has not finished"):
+        replay_into(tmp_path / "classic", [*BASE, *CLASSIC, *LOSSY], tmp_path / "c")
+    faulty = [*BASE, *CLASSIC, "faults.nan=[1:0]"]
+    source_run(tmp_path / "faulty", faulty, 4, {3: 0.3})
+    with pytest.raises(ReplayError, match="not replayable"):
+        replay_into(tmp_path / "faulty", [*faulty, *LOSSY], tmp_path / "d")

@@ -1,0 +1,109 @@
+"""``python -m gclab.study`` end to end on a small synthetic study, run twice.
+
+The spec has every kind of unit: lossless real runs, replays, real stale-pipeline runs
+under loss, a verification run, and a loss setting whose runs fail (a delay trace too
+short for the run, which the app and the replay refuse once they know the run's length).
+The first invocation records the failures and finishes the rest, the verification and
+the report; the second skips what is done, resumes a T = 0 run from its checkpoint and
+starts a T > 0 run afresh (the runtime cannot resume it).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SPEC = """
+experiment: smoke
+overrides: [cluster.workers=4, cluster.actors=2, train.rounds=12, train.eval_every=3,
+            network.policy=all, data.train_size=512, data.test_size=128, train.batch_size=32]
+seeds: [0]
+schemes: {uncoded: [scheme=uncoded], pipelined_cr: [scheme=pipelined_cr, scheme.s=1, scheme.T=2]}
+pipelines: [stale, interleaved]
+stale_lr: [constant]
+losses:
+  none: [delay=none]
+  lossy: [delay=bernoulli, delay.p=0.3]
+  broken: [delay=trace, "delay.path={trace}", delay.beyond=error]
+lossless: none
+verify: [{run: pipelined_cr-interleaved, loss: lossy, seed: 0}]
+report: {target: 0.12, baseline: uncoded}
+"""
+
+
+def study(spec: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WANDB_MODE": "offline"}
+    command = [sys.executable, "-m", "gclab.study", "--spec", str(spec), "--out", str(out)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=1500)
+
+
+def status(out: Path) -> dict[str, tuple[str, str, str]]:
+    with (out / "status.csv").open(newline="") as f:
+        return {r["unit"] + ":" + r["kind"]: (r["state"], r["message"]) for r in csv.DictReader(f)}
+
+
+@pytest.mark.slow
+def test_study_runs_resumably_records_failures_verifies_and_reports(tmp_path: Path) -> None:
+    spec, out = tmp_path / "spec.yaml", tmp_path / "study"
+    np.savez(tmp_path / "short.npz", durations=np.ones((4, 3)), load=0.0)
+    spec.write_text(SPEC.replace("{trace}", str(tmp_path / "short.npz")))
+    proc = study(spec, out)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # some units failed, the rest ran
+    states = status(out)
+    done = {k for k, (state, _) in states.items() if state == "done"}
+    assert done == {
+        "uncoded/none/seed0:run", "pipelined_cr-interleaved/none/seed0:run",
+        "pipelined_cr-stale-constant/none/seed0:run", "uncoded/lossy/seed0:replay",
+        "pipelined_cr-interleaved/lossy/seed0:replay",
+        "pipelined_cr-stale-constant/lossy/seed0:run",
+        "pipelined_cr-interleaved/lossy/seed0:verify",
+    }  # fmt: skip
+    short = "trace short.npz has 4 workers × 3 rounds but the run needs 4 × 14"
+    state, message = states["pipelined_cr-stale-constant/broken/seed0:run"]
+    assert state == "failed" and message.startswith(short)
+    for replay, rounds in (("uncoded", "12"), ("pipelined_cr-interleaved", "14")):
+        state, message = states[f"{replay}/broken/seed0:replay"]
+        assert state == "failed" and message.startswith(short.replace("14", rounds))
+
+    replayed = json.loads((out / "runs/uncoded/lossy/seed0/summary.json").read_text())
+    assert replayed["replayed_from"] == str(out / "runs/uncoded/none/seed0")
+    comparison = (out / "verify" / "comparison.md").read_text()
+    row = next(line for line in comparison.splitlines() if line.startswith("| pipelined_cr"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert int(cells[1]) >= 1 and float(cells[2]) <= 1 / 128  # same accuracy per job
+    rows = list(
+        csv.DictReader((out / "verify" / "pipelined_cr-interleaved_lossy_seed0.csv").open())
+    )
+    assert len(rows) == int(cells[1])
+    report = (out / "report" / "summary.md").read_text()
+    assert "## Time to test accuracy 0.12" in report and "speed-up vs uncoded" in report
+    target = list(csv.DictReader((out / "report" / "time_to_target.csv").open()))
+    assert {r["series"] for r in target} == {
+        "uncoded", "pipelined_cr (pipeline=interleaved)", "pipelined_cr (pipeline=stale)",
+    }  # fmt: skip
+    assert {r["pairs"] for r in target if r["series"] == "uncoded" and r["reached"] == "1"} <= {"1"}
+    for name in ("time_to_target.csv", "curves.csv", "accuracy_vs_time.png", "total_time.png"):
+        assert (out / "report" / name).is_file(), name
+
+    # interrupted runs: no summary yet, a checkpoint from the last round
+    (out / "runs/uncoded/none/seed0/summary.json").unlink()
+    (out / "runs/pipelined_cr-stale-constant/lossy/seed0/summary.json").unlink()
+    proc = study(spec, out)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    states = status(out)
+    assert states["uncoded/none/seed0:run"] == ("done", "resumed")
+    assert states["pipelined_cr-stale-constant/lossy/seed0:run"] == (
+        "done", "started afresh: not resumable",
+    )  # fmt: skip
+    assert states["pipelined_cr-interleaved/none/seed0:run"] == ("done", "finished earlier")
+    assert states["pipelined_cr-interleaved/lossy/seed0:verify"] == ("done", "finished earlier")
+    console = (out / "runs/pipelined_cr-stale-constant/lossy/seed0/console.log").read_text()
+    assert console.count("-m gclab experiment=") == 1  # the folder was cleared: one fresh run
+    assert "resume=true" not in console

@@ -1,0 +1,102 @@
+"""A study spec and the units it implies (no run is started)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from gclab.errors import ConfigError
+from gclab.study.spec import PACKET_LOSS, load_spec, plan
+
+
+def test_the_packet_loss_study_runs_stale_pipelines_for_real_and_replays_the_rest():
+    spec = load_spec()
+    units, checks = plan(spec)
+    real = [u for u in units if not u.replay]
+    replays = [u for u in units if u.replay]
+    # per seed: 9 lossless runs (uncoded, 2 classic, 2 x interleaved, 2 x stale-constant
+    # [shared by stale-scaled]) and 2 x 2 stale rules x 4 loss settings
+    assert (len(real), len(replays), len(checks)) == (3 * (7 + 16), 3 * 5 * 4, 2)
+    assert not any(u.name.startswith("pipelined_cr-stale-scaled/none/") for u in units)
+    assert {u.name.split("/")[0] for u in replays} == {
+        "uncoded", "classic_cr", "classic_fr", "pipelined_cr-interleaved",
+        "pipelined_fr-interleaved",
+    }  # fmt: skip
+    for unit in replays:
+        variant, _, seed = unit.name.split("/")
+        assert unit.source == f"{variant}/none/{seed}"
+    seeds = [u.name.rsplit("/", 1)[1] for u in units]
+    assert seeds == sorted(seeds)  # whole seeds, one after the other
+    first = units[: seeds.count("seed0")]
+    kinds = ["lossless" if "/none/" in u.name else "replay" if u.replay else "lossy" for u in first]
+    assert kinds == sorted(kinds, key=["lossless", "replay", "lossy"].index)
+    stale = next(u for u in units if u.name == "pipelined_fr-stale-scaled/bernoulli-0.1/seed1")
+    assert stale.overrides == (
+        "scheme=pipelined_fr", "scheme.s=1", "scheme.T=2", "train.pipeline=stale",
+        "train.stale_lr=scaled", "delay=bernoulli", "delay.p=0.1", "seed=1",
+    )  # fmt: skip
+    assert [c.name for c in checks] == [
+        "classic_cr/bernoulli-0.1/seed0",
+        "pipelined_fr-interleaved/gilbert_elliott-0.1-burst3/seed0",
+    ]
+
+
+def test_the_study_experiment_is_the_brief(tmp_path):
+    from helpers.config import compose_config
+
+    cfg = compose_config(["experiment=packet_loss_study"])
+    assert cfg.data._target_.endswith("ImageFolderData") and cfg.cluster.workers == 8
+    assert (cfg.network.policy, cfg.network.rto) == ("all", 0.5)
+    assert (cfg.train.epochs, cfg.train.target_accuracy, cfg.train.stop_at_target) == (3, 0.6, True)
+    spec = OmegaConf.load(PACKET_LOSS)
+    assert spec.seeds == [0, 1, 2] and spec.report.target == cfg.train.target_accuracy
+
+
+SMALL = """
+experiment: smoke
+seeds: [0]
+schemes: {uncoded: [scheme=uncoded], pipelined_cr: [scheme=pipelined_cr]}
+pipelines: [stale, interleaved]
+losses: {none: [delay=none], lossy: [delay=bernoulli, delay.p=0.1]}
+lossless: none
+"""
+
+
+@pytest.mark.parametrize(
+    ("sets", "message"),
+    [
+        (["seedz=[1]"], r"Key 'seedz' not in 'StudySpec'"),
+        (["lossless=nothing"], r"lossless='nothing' is not one of the losses"),
+        (["report.band=iqr"], r"report\.band='iqr' is invalid"),
+        (["losses.x=[delay=bernoulli,delay.p=2]"], r"delay\.p=2.* must be a probability"),
+        (["losses.x=[delay.pp=2]"], r"does not compose: Could not override 'delay\.pp'"),
+        (["verify=[{run: pipelined_cr-stale-constant, loss: lossy}]"],
+         r"not a replayed run of the study; verify one of: uncoded/lossy/seed0, pipelined_cr-int"),
+        (["verify=[{run: uncoded, loss: lossy, seed: 7}]"], r"seed the study does not run\.$"),
+    ],
+)  # fmt: skip
+def test_a_bad_spec_fails_in_one_sentence_before_any_run(tmp_path, sets, message):
+    (tmp_path / "small.yaml").write_text(SMALL)
+    with pytest.raises(ConfigError, match=message) as info:
+        plan(load_spec(tmp_path / "small.yaml", sets))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.slow
+def test_the_cli_lists_the_units_and_refuses_a_bad_spec(tmp_path: Path):
+    command = [sys.executable, "-m", "gclab.study", "--set", "seeds=[0]", "--dry-run"]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "23 real runs, 20 replays, 2 verification runs" in proc.stdout
+    assert (
+        "uncoded/none/seed0: python -m gclab experiment=packet_loss_study scheme=uncoded "
+        "delay=none seed=0"
+    ) in proc.stdout
+    assert not (tmp_path / "studies").exists()  # a dry run writes nothing
+    proc = subprocess.run([*command, "--set", "lossless=x"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.startswith("gclab.study: error: study spec")
+    assert "Traceback" not in proc.stderr
