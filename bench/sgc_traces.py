@@ -1,4 +1,4 @@
-"""The SGC papers' comparison on the shared Lambda traces, in both recovery modes (REFERENCE.md §6).
+"""The SGC papers' comparison on the shared Lambda traces, in both recovery modes (docs/design.md).
 
     python bench/sgc_traces.py            # 80 probe jobs, 496 jobs per evaluation trace
     python bench/sgc_traces.py --quick    # 16 probe jobs, 96 jobs
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-import gclab.coding  # noqa: F401  (registers the scheme schemas)
+import gclab.schemas  # noqa: F401  (registers the scheme schemas)
 from gclab import CONF_DIR
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace, load_trace

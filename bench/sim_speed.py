@@ -38,7 +38,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
 import gclab.coding
-import gclab.network  # noqa: F401  (register the scheme and delay schemas)
+import gclab.schemas  # noqa: F401  (registers the scheme and delay schemas)
 from gclab import CONF_DIR
 from gclab.errors import DecodeError
 from gclab.network import NetworkConfig

@@ -1,8 +1,10 @@
-"""The top-level config schema, and the registry of every group's schemas.
+"""The training app's config schema, and the schemas of its torch and Ray groups.
 
 Importing this module registers, in Hydra's ConfigStore, the root schema
-``config_schema`` (extended by ``gclab/conf/config.yaml``) and the per-option schemas that
-each configurable module declares next to its class (``gclab.schemas.register``).
+``config_schema`` (extended by ``gclab/conf/config.yaml``) and the schema of every
+option of the ``data``, ``model``, ``cluster`` and ``logger`` groups, derived from the
+constructors (:func:`gclab.schemas.register`); :mod:`gclab.schemas` adds the
+``scheme`` and ``delay`` groups the simulator shares.
 """
 
 from __future__ import annotations
@@ -14,19 +16,18 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-import gclab.coding
-import gclab.ml.data
-import gclab.ml.models
-import gclab.network
-import gclab.runtime.cluster
-import gclab.tracking.loggers  # noqa: F401
+from gclab.ml.data import CIFAR10Data, ImageFolderData, SyntheticData
+from gclab.ml.models import SmallCNN, resnet18_cifar
 from gclab.ml.optim import Schedule, StaleLR
 from gclab.network.protocol import NetworkConfig
+from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import FaultConfig
+from gclab.schemas import register
+from gclab.tracking.loggers import Logger, WandbLogger
 
 
 class Pipeline(Enum):
-    """How jobs of a scheme with T > 0 map to models (DESIGN.md, training semantics)."""
+    """How jobs of a scheme with T > 0 map to models (docs/design.md, architecture)."""
 
     stale = "stale"  # one model; job t uses the newest weights (staleness <= T)
     interleaved = "interleaved"  # T+1 models round-robin, each exact synchronous SGD
@@ -63,6 +64,19 @@ class Config:
     cluster: Any = MISSING
     delay: Any = MISSING
     logger: Any = MISSING
+    paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 
 
 ConfigStore.instance().store(name="config_schema", node=Config)
+
+
+register("data", "cifar10", CIFAR10Data)
+register("data", "image_folder", ImageFolderData)
+register("data", "synthetic", SyntheticData)
+# num_classes: null is the data's number of classes (any other must match; gclab/app.py)
+register("model", "cnn", SmallCNN, num_classes=None)
+register("model", "resnet18", resnet18_cifar, num_classes=None)
+register("cluster", "local", Cluster)
+register("cluster", "ray", Cluster)
+register("logger", "none", Logger)
+register("logger", "wandb", WandbLogger)

@@ -44,14 +44,19 @@ def _held(run_dir: Path) -> list[str]:
     ]
 
 
-#: Keys a resumed run may change: they do not change what is trained.
-FREE_KEYS = ("resume", "logger", "faults", "hydra")
+#: Keys a resumed run may change: they do not change what is trained (``paths`` holds
+#: roots only; the keys that read them, such as ``data.root``, are compared resolved).
+FREE_KEYS = ("resume", "logger", "faults", "hydra", "paths")
 
 
 def config_text(cfg: DictConfig) -> str:
     """The parts of a config that must not change when a run is resumed, as YAML."""
-    keep = {k: v for k, v in cfg.items() if k not in FREE_KEYS}
-    return OmegaConf.to_yaml(OmegaConf.create(keep), resolve=True)
+    keep = {  # resolved in place: values may read the free keys (``${paths.data_dir}``)
+        k: OmegaConf.to_container(cfg[k], resolve=True) if OmegaConf.is_config(cfg[k]) else cfg[k]
+        for k in cfg
+        if k not in FREE_KEYS
+    }
+    return OmegaConf.to_yaml(OmegaConf.create(keep))
 
 
 def check_run_dir(cfg: DictConfig, run_dir: Path) -> None:

@@ -1,49 +1,120 @@
-"""Dataclass schemas behind every config group, so typos and wrong types fail loudly.
+"""The typed Hydra schema of every config option, derived from the constructors.
 
-Each configurable module declares the schema of its options next to the class it
-builds and decorates it with :func:`register`; the YAML file of the option
-(``gclab/conf/<group>/<option>.yaml``) extends it through its defaults list::
+A configurable class states its parameters and defaults once, in its constructor
+signature. This module derives the schema of each option from it with hydra-zen
+(``builds(cls, populate_full_signature=True)``) and stores it as ``schema/<group>/<option>``;
+the option's YAML (``gclab/conf/<group>/<option>.yaml``) extends it through its defaults
+list and holds only the ``_target_``, a comment and the values that differ from the
+code's defaults (each marked ``# differs: <reason>``)::
 
     defaults:
       - /schema/<group>/<option>@_here_
       - _self_
 
 Hydra then rejects unknown keys and values of the wrong type at compose time.
+
+Schemes are found by their registry (:data:`gclab.coding.base.SCHEMES`): every scheme
+class, built in or defined by a module outside gclab, gets ``schema/scheme/<name>`` the
+moment its class is defined. Delay models are listed in :data:`DELAYS`; the training
+app's torch and Ray groups are registered by :mod:`gclab.config`.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
-from hydra.core.config_store import ConfigStore
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from hydra_zen import BuildsFn, ZenStore
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
+import gclab.coding  # noqa: F401  (defines, and so registers, the built-in schemes)
+from gclab.coding.base import SCHEMES, Scheme
 from gclab.errors import ConfigError
+from gclab.network.base import DelayModel
+from gclab.network.bernoulli import Bernoulli
+from gclab.network.composite import Composite, slot_message
+from gclab.network.gilbert_elliott import GilbertElliott
+from gclab.network.straggler import Straggler
+from gclab.network.trace import Trace
 
-T = TypeVar("T")
+#: Where the derived schemas go: Hydra's ConfigStore, as soon as they are added.
+store = ZenStore(name="gclab", deferred_hydra_store=False)
+
+#: ``delay`` options and the classes they build.
+DELAYS: dict[str, type[DelayModel]] = {
+    "none": DelayModel,
+    "bernoulli": Bernoulli,
+    "composite": Composite,
+    "gilbert_elliott": GilbertElliott,
+    "straggler": Straggler,
+    "trace": Trace,
+}
 
 
-def register(group: str, option: str):
-    """Class decorator: store a dataclass as the schema of ``<group>/<option>``."""
+class _Builds(BuildsFn):
+    """hydra-zen's ``builds`` that also types ``X | None`` and ``Sequence[X]`` for Hydra.
 
-    def decorate(cls: type[T]) -> type[T]:
-        ConfigStore.instance().store(group=f"schema/{group}", name=option, node=cls)
-        return cls
+    hydra-zen 0.17 types a PEP 604 union and an abstract ``Sequence`` as ``Any``, which
+    would let ``delay.p_bad_good=0`` through as the int 0 and ``logger.tags=abc`` as a
+    string; as ``Optional[X]`` and ``list[X]`` they keep the compose-time type check.
+    """
 
-    return decorate
+    @classmethod
+    def _sanitized_type(cls, type_: Any, **kwargs: Any) -> Any:
+        if isinstance(type_, UnionType):
+            type_ = Union[type_.__args__]  # noqa: UP007  (the spelling hydra-zen reads)
+        elif get_origin(type_) is Sequence:
+            type_ = list[get_args(type_)[0]]
+        return super()._sanitized_type(type_, **kwargs)
+
+
+def schema(target: Any, exclude: tuple[str, ...] = (), **overrides: Any) -> Any:
+    """The structured config of ``target``'s full signature, less ``exclude``.
+
+    ``overrides`` are config-only defaults (e.g. ``num_classes=None``: filled in by the
+    app); the test of the config tree lists them.
+    """
+    return _Builds.builds(target, populate_full_signature=True, zen_exclude=exclude, **overrides)
+
+
+def register(group: str, option: str, target: Any, *exclude: str, **overrides: Any) -> None:
+    """Store the schema of ``target`` (see :func:`schema`) as ``schema/<group>/<option>``."""
+    store(schema(target, exclude, **overrides), group=f"schema/{group}", name=option)
+
+
+def register_scheme(cls: type[Scheme]) -> None:
+    """``schema/scheme/<cls.name>``: ``n`` is left out, the app passes ``cluster.workers``."""
+    register("scheme", cls.name, cls, "n")
+
+
+for _option, _cls in DELAYS.items():
+    register("delay", _option, _cls)
+SCHEMES.subscribe(register_scheme)
 
 
 def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
     """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper.
 
-    A constructor's one-sentence ConfigError is what the user should read; Hydra wraps it
-    in an InstantiationException with the whole call in the message. Any other failure
-    is a bug, not bad input, and propagates as it is (with its traceback).
+    Options nested in the node (a ``delay=composite``'s parts) are built first, one by
+    one, so that a part's error names the key the user typed: a part's
+    ``delay.<key>`` reads ``delay.<slot>.<key>``. A constructor's one-sentence
+    ConfigError is what the user should read; Hydra wraps it in an
+    InstantiationException with the whole call in the message. Any other failure is a
+    bug, not bad input, and propagates as it is (with its traceback).
     """
     try:
+        parts = [k for k, v in node.items() if isinstance(v, DictConfig) and "_target_" in v]
+        for slot in parts:
+            if slot not in kwargs:
+                with _slot_errors(slot):
+                    kwargs[slot] = instantiate_checked(node[slot])
+        if parts:  # the built parts replace their configs (a typed node takes no object)
+            node = OmegaConf.masked_copy(node, [k for k in node if k not in parts])
         return instantiate(node, **kwargs)
     except InstantiationException as exc:
         cause: BaseException | None = exc
@@ -56,3 +127,12 @@ def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
         raise ConfigError(
             f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."
         ) from None
+
+
+@contextmanager
+def _slot_errors(slot: str) -> Iterator[None]:
+    """Re-raise a nested option's ``<group>.<key>`` ConfigError as ``<group>.<slot>.<key>``."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(slot_message(slot, str(exc))) from None

@@ -133,14 +133,14 @@ def test_failed_run_refused_resume_then_resume_keep_the_whole_record(tmp_path: P
     assert "faults.crash=[5:0,5:1]" in (out / ".hydra" / "overrides.yaml").read_text()
 
     rounds = [r["round"] for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "round"]
-    assert rounds == list(range(11))  # 10 jobs + T, each once
+    assert rounds == list(range(len(rounds))) and len(rounds) >= 10  # each round once
     run_id = (out / ID_FILE).read_text().strip()
     files = sorted((out / "wandb").glob("offline-run-*/run-*.wandb"))
     assert [f.name for f in files] == [f"run-{run_id}.wandb"] * 2  # two segments, one run
     segments = [read_run(f) for f in files]
     assert [s["exit_code"] for s in segments] == [1, 0]
     logged = [h["round"] for s in segments for h in s["history"] if h.get("kind") == "round"]
-    assert logged == list(range(11))  # every round once, in order
+    assert logged == rounds  # every round once, in order
     steps = [h["_step"] for s in segments for h in s["history"] if "round" in h]
     assert steps == sorted(set(steps))  # the second segment's steps continue the first's
 
@@ -149,6 +149,8 @@ def test_failed_run_refused_resume_then_resume_keep_the_whole_record(tmp_path: P
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", cfg_args)
     run(cfg, reference, start_pool=in_process)
+    ran = [r["round"] for r in read_metrics(reference / "metrics.jsonl") if r["kind"] == "round"]
+    assert rounds == ran  # the rounds the uninterrupted run ran (no idle drain round)
     want = load_checkpoint(reference / "checkpoint.pt")["model"]
     assert_same_weights(load_checkpoint(out / "checkpoint.pt")["model"], want)
     summary = json.loads((out / "summary.json").read_text())

@@ -1,4 +1,4 @@
-"""Gradient-coding schemes (pure numpy). Importing this package registers them all."""
+"""Gradient-coding schemes (pure numpy); importing the package defines and registers them."""
 
 from gclab.coding import cce, classic, pipelined, sgc, uncoded  # noqa: F401
 from gclab.coding.base import Decoder, Encoder, LinearScheme, Part, Plan, Scheme, Task

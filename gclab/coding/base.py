@@ -3,9 +3,10 @@
 A scheme is a plain Python object (numpy only: no Ray, no torch) so that the Ray
 runtime and the simulator drive exactly the same code. To add a scheme, subclass
 :class:`Scheme` (or :class:`LinearScheme` for a static code with one job per round),
-declare its parameters as a dataclass decorated with ``@register("scheme", "<name>")``
-next to the class, add ``gclab/conf/scheme/<name>.yaml`` and import the module in
-``gclab/coding/__init__.py`` (README: "Adding a scheme").
+set ``name`` and state the parameters once, in ``__init__``'s signature (``n`` first):
+the class registers itself (:data:`SCHEMES`) and the config layer derives its Hydra
+schema from the signature; add ``gclab/conf/scheme/<name>.yaml`` (README: "Adding a
+scheme").
 
 Vocabulary (REFERENCE.md §1):
 
@@ -23,7 +24,7 @@ Vocabulary (REFERENCE.md §1):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -165,13 +166,53 @@ class Decoder(ABC):
         """
 
 
+class Registry(dict[str, type["Scheme"]]):
+    """Scheme classes by ``name``, filled as the classes are defined.
+
+    Listeners (the config layer, which derives each scheme's Hydra schema) hear of every
+    class already registered when they subscribe and of every later one when it is
+    defined, so a scheme module outside gclab needs no line anywhere else.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._listeners: list[Callable[[type[Scheme]], None]] = []
+
+    def add(self, cls: type[Scheme]) -> None:
+        """Register ``cls`` under ``cls.name`` (a redefinition of the same class replaces it)."""
+        old = self.get(cls.name)
+        if old is not None and old.__qualname__ != cls.__qualname__:
+            raise TypeError(
+                f"scheme name {cls.name!r} is taken by {old.__module__}.{old.__qualname__}."
+            )
+        self[cls.name] = cls
+        for listener in self._listeners:
+            listener(cls)
+
+    def subscribe(self, listener: Callable[[type[Scheme]], None]) -> None:
+        """Call ``listener`` with every scheme class, now and as they are defined."""
+        self._listeners.append(listener)
+        for cls in list(self.values()):
+            listener(cls)
+
+
+#: Every scheme class, by name: a class that sets ``name`` is a scheme option.
+SCHEMES = Registry()
+
+
 class Scheme(ABC):
     """A gradient-coding scheme: placement, per-round plans, encoder, decoder.
 
     Subclasses set the attributes below in ``__init__`` and validate their parameters
     there, raising :class:`ConfigError` with one sentence naming the bad value and
-    what would be valid.
+    what would be valid. A subclass that sets ``name`` is registered in
+    :data:`SCHEMES` when it is defined.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            SCHEMES.add(cls)
 
     #: Name used in configs and reports (``scheme=<name>``).
     name: ClassVar[str]
@@ -207,6 +248,16 @@ class Scheme(ABC):
         the rounds a job may use (``T + 1`` rows, starting at the job's round), with all
         earlier jobs decoded. For ``T = 0`` a 1-D array of length ``n`` is accepted too.
         """
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]] | None:
+        """The parameter settings ``sim.search=true`` tries for ``n`` workers, or ``None``.
+
+        Each setting is a dict of constructor keywords (``n`` aside). ``recovery`` is
+        ``network.recovery``: a grid may drop settings whose runs that rule makes
+        identical. ``None`` (the default): the scheme has nothing to search.
+        """
+        return None
 
     def straggler_model(self) -> StragglerModel:
         """The straggler model the scheme is designed for, checked round by round.

@@ -6,12 +6,9 @@ more computation buys an ``m``-fold smaller packet. ``m = 1`` is classic GC.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gclab.coding import params
 from gclab.coding.evaluation import EvaluationScheme
 from gclab.coding.fractional import FractionalScheme
-from gclab.schemas import register
 
 
 def _check(n: int, s: object, m: object) -> tuple[int, int]:
@@ -25,15 +22,6 @@ def _check(n: int, s: object, m: object) -> tuple[int, int]:
         f"m for s={s}, n={n}", range(1, n - s + 1),
     )  # fmt: skip
     return s, m
-
-
-@register("scheme", "cce_cr")
-@dataclass
-class CCECRConfig:
-    _target_: str = "gclab.coding.cce.CCECR"
-    s: int = 1
-    m: int = 2
-    construction: str = "rotation"
 
 
 class CCECR(EvaluationScheme):
@@ -54,20 +42,15 @@ class CCECR(EvaluationScheme):
         return f"{self.name}(n={self.n}, s={self.s}, m={self.m}, {self.construction})"
 
 
-@register("scheme", "cce_fr")
-@dataclass
-class CCEFRConfig:
-    _target_: str = "gclab.coding.cce.CCEFR"
-    s: int = 1
-    m: int = 3  # s+m = 4 divides every n the README uses (4, 8, 16)
-
-
 class CCEFR(FractionalScheme):
-    """Fractional CCE-GC: groups of ``s + m``; decodes when every group keeps ``m`` members."""
+    """Fractional CCE-GC: groups of ``s + m``; decodes when every group keeps ``m`` members.
+
+    ``m = 3`` by default: ``s + m = 4`` divides every ``n`` the README uses (4, 8, 16).
+    """
 
     name = "cce_fr"
 
-    def __init__(self, n: int, s: int = 1, m: int = 2) -> None:
+    def __init__(self, n: int, s: int = 1, m: int = 3) -> None:
         self._check_workers(n)
         s, m = _check(n, s, m)
         params.require(

@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,14 +22,6 @@ from gclab.coding.base import LinearScheme
 from gclab.coding.evaluation import NODE_FAMILIES, EvaluationScheme
 from gclab.coding.fractional import FractionalScheme
 from gclab.errors import ConfigError
-from gclab.schemas import register
-
-
-@register("scheme", "ignore_stragglers")
-@dataclass
-class IgnoreStragglersConfig:
-    _target_: str = "gclab.coding.classic.IgnoreStragglers"
-    s: int = 1
 
 
 class IgnoreStragglers(LinearScheme):
@@ -48,6 +40,10 @@ class IgnoreStragglers(LinearScheme):
         self._check_workers(n)
         self._init_linear(n, params.stragglers(n, s), np.eye(n))
 
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return every_s(n)
+
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         used = self.n - self.s
         if len(survivors) < used:
@@ -55,13 +51,6 @@ class IgnoreStragglers(LinearScheme):
         weights = np.zeros((1, len(survivors)))
         weights[0, :used] = self.n / used
         return weights
-
-
-@register("scheme", "classic_fr")
-@dataclass
-class ClassicFRConfig:
-    _target_: str = "gclab.coding.classic.ClassicFR"
-    s: int = 1
 
 
 class ClassicFR(FractionalScheme):
@@ -73,14 +62,10 @@ class ClassicFR(FractionalScheme):
         self._check_workers(n)
         self._init_groups(n, params.fr_stragglers(n, s), 1)
 
-
-@register("scheme", "classic_cr")
-@dataclass
-class ClassicCRConfig:
-    _target_: str = "gclab.coding.classic.ClassicCR"
-    s: int = 1
-    construction: str = "rotation"
-    seed: int = 0
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        """Every ``s`` in ``1..n−1`` with ``(s+1) | n`` (FR needs it)."""
+        return [p for p in every_s(n) if n % (p["s"] + 1) == 0]
 
 
 #: ``classic_cr`` constructions: evaluation nodes (:data:`NODE_FAMILIES`) or Tandon's H.
@@ -113,6 +98,10 @@ class ClassicCR(EvaluationScheme):
         else:
             self._init_evaluation(n, s, 1, construction)
 
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return every_s(n)
+
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         if self.construction == "tandon":
             return LinearScheme.decoding_weights(self, survivors)
@@ -120,6 +109,11 @@ class ClassicCR(EvaluationScheme):
 
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, s={self.s}, {self.construction})"
+
+
+def every_s(n: int) -> list[dict[str, Any]]:
+    """The search grid of the cyclic codes: every ``s`` in ``1..n−1``."""
+    return [{"s": s} for s in range(1, n)]
 
 
 def random_h(n: int, s: int, seed: int) -> np.ndarray:

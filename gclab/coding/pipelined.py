@@ -71,7 +71,6 @@ from gclab.coding.evaluation import (
     without_nodes,
 )
 from gclab.errors import DecodeError
-from gclab.schemas import register
 
 #: Row-space membership: ``1 − ‖projection‖² ≤ SPAN_TOL``, i.e. ‖residual‖ ≤ 1e-6 (exact
 #: members give ~1e-16; between 1e-8 and 1e-6 the residual check raises, as for the
@@ -399,14 +398,6 @@ class StreamDecoder(Decoder):
         ]
 
 
-@register("scheme", "pipelined_cr")
-@dataclass
-class PipelinedCRConfig:
-    _target_: str = "gclab.coding.pipelined.PipelinedCR"
-    s: int = 1
-    T: int = 2
-
-
 class PipelinedCR(StreamScheme):
     """Time-coded cyclic GC: tolerates any ``≤ (T+1)·s`` losses in rounds ``t..t+T``."""
 
@@ -477,14 +468,6 @@ def node_shift(nodes: np.ndarray) -> float:
     """
     gaps = np.diff(np.sort(nodes))
     return float((1 - 2 / (1 + 5**0.5)) * gaps.min()) if gaps.size else 0.0
-
-
-@register("scheme", "pipelined_fr")
-@dataclass
-class PipelinedFRConfig:
-    _target_: str = "gclab.coding.pipelined.PipelinedFR"
-    s: int = 1
-    T: int = 2
 
 
 class PipelinedFR(StreamScheme):

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from math import ceil
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +57,6 @@ from gclab.coding.base import (
 )
 from gclab.coding.classic import ClassicCR
 from gclab.errors import DecodeError
-from gclab.schemas import register
 
 
 def bursty_model(erasures: np.ndarray, B: int, W: int, lam: int) -> bool:
@@ -289,15 +288,6 @@ class _GroupWeights:
 # ---------------------------------------------------------------------------------------
 
 
-@register("scheme", "sr_sgc")
-@dataclass
-class SRSGCConfig:
-    _target_: str = "gclab.coding.sgc.SRSGC"
-    B: int = 1
-    W: int = 2
-    lam: int = 2
-
-
 class SRSGC(AdaptiveScheme):
     """Selective-repeat SGC: GC(s) per job, ``v − s`` repeats ``B`` rounds later."""
 
@@ -319,6 +309,25 @@ class SRSGC(AdaptiveScheme):
     @property
     def load(self) -> float:
         return (self.s + 1) / self.n
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        """The SGC paper's SR-SGC grid: ``B <= 4``, ``W ∈ {B+1, 2B+1, …} <= 5``, every ``λ``.
+
+        With ``recovery=decodable`` a run depends on ``(B, s)`` only (``s = ⌈Bλ/(W−1+B)⌉``;
+        ``W`` and ``λ`` enter just the straggler model), so one setting per ``(B, s)`` is
+        kept; with ``wait_all`` the model decides rounds and every setting counts.
+        """
+        seen, out = set(), []
+        for B in range(1, 5):
+            for W in range(B + 1, 6, B):
+                for lam in range(1, n + 1):
+                    s = sr_sgc_stragglers(B, W, lam)
+                    key = (B, s) if recovery == "decodable" else (B, W, lam)
+                    if key not in seen and s < n:
+                        seen.add(key)
+                        out.append({"B": B, "W": W, "lam": lam})
+        return out
 
     def encoder(self, worker: int) -> Encoder:
         return LinearEncoder(self.gc, worker)  # one job per round: a classic packet
@@ -412,14 +421,6 @@ class SRSGCDecoder(AdaptiveDecoder):
 # ---------------------------------------------------------------------------------------
 
 
-@register("scheme", "m_sgc")
-@dataclass
-class MSGCConfig(SRSGCConfig):
-    """Same ``(B, W, λ)`` keys and defaults as SR-SGC."""
-
-    _target_: str = "gclab.coding.sgc.MSGC"
-
-
 D1, D2, NONE = 0, 1, -1  # mini-task kinds: (D1, chunk), (D2, group), or nothing
 
 
@@ -452,6 +453,12 @@ class MSGC(AdaptiveScheme):
         self.gc = ClassicCR(n, lam, construction="real") if self.groups else None
         holders = self.gc.placement if self.gc else tuple((w,) for w in range(n))
         self.placement = holders  # shards: D1 needs shard w, D2 shards w..w+λ
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        """The SGC paper's M-SGC grid: ``1 <= B < W``, ``W − 1 + B <= 4`` (delay ``T <= 3``)."""
+        pairs = [(B, W) for W in range(2, 5) for B in range(1, W) if W - 1 + B <= 4]
+        return [{"B": B, "W": W, "lam": lam} for B, W in pairs for lam in range(1, n + 1)]
 
     def part(self, shard: int, piece: int) -> int:
         """Index of piece ``piece`` (D1 chunk ``c``, or D2 group ``W − 1 + j``) of ``shard``."""

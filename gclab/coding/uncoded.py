@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gclab.coding.base import LinearScheme
-from gclab.schemas import register
-
-
-@register("scheme", "uncoded")
-@dataclass
-class UncodedConfig:
-    _target_: str = "gclab.coding.uncoded.Uncoded"
 
 
 class Uncoded(LinearScheme):
@@ -25,6 +18,10 @@ class Uncoded(LinearScheme):
     def __init__(self, n: int) -> None:
         self._check_workers(n)
         self._init_linear(n, 0, np.eye(n))
+
+    @classmethod
+    def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
+        return [{}]  # nothing to choose
 
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         if len(survivors) < self.n:

@@ -20,7 +20,6 @@ import numpy as np
 import torch
 
 from gclab.errors import ConfigError
-from gclab.schemas import register
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +63,6 @@ def _absolute(root: str) -> Path:
     return Path(os.path.expanduser(root)).resolve()
 
 
-@register("data", "cifar10")
-@dataclass
-class CIFAR10Config:
-    _target_: str = "gclab.ml.data.CIFAR10Data"
-    root: str = "~/.cache/gclab/cifar10"
-    download: bool = True
-    verify: bool = True
-    augment: bool = True
-
-
 class CIFAR10Data(DataSource):
     """torchvision's CIFAR-10 (downloaded into ``root`` on first use).
 
@@ -83,7 +72,11 @@ class CIFAR10Data(DataSource):
     """
 
     def __init__(
-        self, root: str, download: bool = True, verify: bool = True, augment: bool = True
+        self,
+        root: str = "~/.cache/gclab/cifar10",
+        download: bool = True,
+        verify: bool = True,
+        augment: bool = True,
     ) -> None:
         self.root = _absolute(root)
         self.download = download
@@ -149,15 +142,6 @@ def _read_cifar_batches(folder: Path) -> ImageData:
     test = split(["test_batch"])
     num_classes = len(read("batches.meta")["label_names"])
     return ImageData(*train, *test, num_classes=num_classes)
-
-
-@register("data", "image_folder")
-@dataclass
-class ImageFolderConfig:
-    _target_: str = "gclab.ml.data.ImageFolderData"
-    root: str = "???"
-    cache: bool = True
-    augment: bool = True
 
 
 class ImageFolderData(DataSource):
@@ -235,18 +219,6 @@ def _atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     except OSError as exc:  # read-only data folder: decoding again next time is fine
         log.warning("could not cache decoded images at %s: %s", path, exc)
         tmp.unlink(missing_ok=True)
-
-
-@register("data", "synthetic")
-@dataclass
-class SyntheticConfig:
-    _target_: str = "gclab.ml.data.SyntheticData"
-    train_size: int = 4096
-    test_size: int = 1024
-    num_classes: int = 10
-    noise: float = 1.0
-    seed: int = 0
-    augment: bool = False
 
 
 class SyntheticData(DataSource):

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 
 from gclab.errors import ConfigError
-from gclab.schemas import register
-
-
-@register("model", "cnn")
-@dataclass
-class CNNConfig:
-    _target_: str = "gclab.ml.models.SmallCNN"
-    num_classes: int | None = None  # null: the data's number of classes (any other must match)
-    width: int = 32
 
 
 class SmallCNN(nn.Module):
@@ -43,13 +32,6 @@ class SmallCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.features(x))
-
-
-@register("model", "resnet18")
-@dataclass
-class ResNet18Config:
-    _target_: str = "gclab.ml.models.resnet18_cifar"
-    num_classes: int | None = None  # null: the data's number of classes (any other must match)
 
 
 def resnet18_cifar(num_classes: int = 10) -> nn.Module:

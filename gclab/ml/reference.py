@@ -1,7 +1,8 @@
 """Plain single-process SGD on exactly the global batches a gclab run uses.
 
 This is the yardstick for exactness (an exact scheme with tolerated erasures must end
-at these weights) and for framework overhead (the fastest this machine can train).
+at these weights) and for framework overhead (plain PyTorch in one process, which
+``bench/overhead.py`` runs side by side with gclab).
 :func:`train_stale` is the yardstick of ``train.pipeline=stale``: the same steps, each
 gradient computed on the weights of the round that started its job.
 """

@@ -2,7 +2,7 @@
 
 Delay/loss models (``gclab/conf/delay``) say how long packets take and which are lost;
 :class:`RoundProtocol` turns them into round durations, erasures and recoveries.
-Importing this package registers the schema of every ``delay`` option.
+The config layer (:mod:`gclab.schemas`) derives the ``delay`` options' schemas.
 """
 
 from gclab.network import bernoulli, composite, gilbert_elliott, straggler, trace

@@ -12,18 +12,10 @@ and validate their parameters in ``__init__``, raising :class:`ConfigError`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from gclab.errors import ConfigError
-from gclab.schemas import register
-
-
-@register("delay", "none")
-@dataclass
-class NoneConfig:
-    _target_: str = "gclab.network.base.DelayModel"
 
 
 class DelayModel:

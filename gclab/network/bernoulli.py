@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
 from gclab.network.base import DelayModel, probability
-from gclab.schemas import register
-
-
-@register("delay", "bernoulli")
-@dataclass
-class BernoulliConfig:
-    _target_: str = "gclab.network.bernoulli.Bernoulli"
-    p: float = 0.1
 
 
 class Bernoulli(DelayModel):
     """I.i.d. packet loss, the packet-loss setting of the pipelined schemes (REFERENCE §5)."""
 
-    def __init__(self, p: float) -> None:
+    def __init__(self, p: float = 0.1) -> None:
         self.p = probability("p", p)
         if self.p == 1:  # the protocol would retry 4096 times per packet, then give up
             raise ConfigError(

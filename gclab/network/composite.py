@@ -9,56 +9,38 @@ independent.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
 from gclab.errors import ConfigError
 from gclab.network import draws
 from gclab.network.base import DelayModel
-from gclab.schemas import instantiate_checked, register
-
-
-@register("delay", "composite")
-@dataclass
-class CompositeConfig:
-    _target_: str = "gclab.network.composite.Composite"
-    _recursive_: bool = False  # the parts are built here, so their errors name their slot
-    compute: Any = None
-    loss: Any = None
 
 
 class Composite(DelayModel):
     """``compute`` and ``loss`` combined: delays add, losses combine by OR.
 
-    Each part is a delay model or its config (``gclab/conf/delay`` option). A part's own
-    ConfigError says ``delay.<key>``; it is re-raised as ``delay.<slot>.<key>``, the key
-    the user actually typed.
+    The config layer builds each part from its ``gclab/conf/delay`` option first
+    (:func:`gclab.schemas.instantiate_checked`), so a part's ConfigError names the key
+    the user typed, ``delay.<slot>.<key>``.
     """
 
-    def __init__(self, compute: DelayModel | DictConfig, loss: DelayModel | DictConfig) -> None:
-        parts = []
+    def __init__(self, compute: DelayModel, loss: DelayModel) -> None:
         for slot, part in (("compute", compute), ("loss", loss)):
-            if isinstance(part, DictConfig) and "_target_" in part:
-                with _slot_errors(slot):
-                    part = instantiate_checked(part)
             if not isinstance(part, DelayModel):
                 raise ConfigError(
                     f"delay.{slot}={part!r} is invalid: "
                     "it must be a delay model (a gclab/conf/delay option)."
                 )
-            parts.append(part)
-        self.parts = tuple(parts)
+        self.parts = (compute, loss)
 
     def check(self, n: int, rounds: int) -> None:
         for slot, part in zip(("compute", "loss"), self.parts):
-            with _slot_errors(slot):
+            try:
                 part.check(n, rounds)
+            except ConfigError as exc:
+                raise ConfigError(slot_message(slot, str(exc))) from None
 
     def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
         compute, loss = self.parts
@@ -83,16 +65,10 @@ class Composite(DelayModel):
         )
 
 
-@contextmanager
-def _slot_errors(slot: str) -> Iterator[None]:
-    """Re-raise a part's ``delay.<key>`` ConfigError as ``delay.<slot>.<key>``."""
-    try:
-        yield
-    except ConfigError as exc:
-        message = str(exc)
-        if message.startswith("delay."):
-            raise ConfigError(f"delay.{slot}.{message.removeprefix('delay.')}") from None
-        raise
+def slot_message(slot: str, message: str) -> str:
+    """A part's ``<group>.<key>`` error message as ``<group>.<slot>.<key>`` (the key typed)."""
+    group, dot, rest = message.partition(".")
+    return f"{group}.{slot}.{rest}" if dot and group.isidentifier() else message
 
 
 @lru_cache(maxsize=256)

@@ -13,26 +13,11 @@ schemes (paired comparisons).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
 from gclab.network.base import DelayModel, number, probability
-from gclab.schemas import register
-
-
-@register("delay", "gilbert_elliott")
-@dataclass
-class GilbertElliottConfig:
-    _target_: str = "gclab.network.gilbert_elliott.GilbertElliott"
-    p_good_bad: float | None = None
-    p_bad_good: float | None = None
-    loss_good: float = 0.0
-    loss_bad: float = 1.0
-    loss_rate: float | None = None
-    burst_length: float | None = None
 
 
 class GilbertElliott(DelayModel):

@@ -9,31 +9,18 @@ depend on the scheme's load; engines add load-proportional compute time themselv
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
 from gclab.network.base import DelayModel, non_negative, number
-from gclab.schemas import register
-
-
-@register("delay", "straggler")
-@dataclass
-class StragglerConfig:
-    _target_: str = "gclab.network.straggler.Straggler"
-    shift: float = 0.0
-    mean: float = 1.0
-    slow_workers: int = 0
-    slow_factor: float = 5.0
 
 
 class Straggler(DelayModel):
     """Extra delay ``shift + Exp(mean)`` seconds, times ``slow_factor`` on the slow workers."""
 
     def __init__(
-        self, shift: float, mean: float, slow_workers: int = 0, slow_factor: float = 5.0
+        self, shift: float = 0.0, mean: float = 1.0, slow_workers: int = 0, slow_factor: float = 5.0
     ) -> None:
         self.shift = non_negative("shift", shift)
         self.mean = non_negative("mean", mean)

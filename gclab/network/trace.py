@@ -15,26 +15,14 @@ does not enter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel, non_negative
-from gclab.schemas import register
 
 BEYOND = ("wrap", "error")
-
-
-@register("delay", "trace")
-@dataclass
-class TraceConfig:
-    _target_: str = "gclab.network.trace.Trace"
-    path: str | None = None
-    slope: float = 2.2
-    base_load: float | None = None
-    beyond: str = "wrap"
 
 
 class Trace(DelayModel):
@@ -42,7 +30,7 @@ class Trace(DelayModel):
 
     def __init__(
         self,
-        path: str | None,
+        path: str | None = None,
         slope: float = 2.2,
         base_load: float | None = None,
         beyond: str = "wrap",

@@ -6,41 +6,12 @@ import math
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import ray
 
 from gclab.errors import ConfigError
 from gclab.runtime import devices, timing
 from gclab.runtime.placement import check_strategy
-from gclab.schemas import register
-
-
-@register("cluster", "local")
-@dataclass
-class LocalClusterConfig:
-    _target_: str = "gclab.runtime.cluster.Cluster"
-    workers: int = 4
-    actors: int | None = None
-    worker_cpus: float = 0.5
-    worker_gpus: float = 0.0
-    threads_per_actor: int = 1
-    compute_time: str = "auto"
-    device: str = "auto"
-    server_device: str = "auto"
-    bf16: bool = False
-    placement: str = "pack"
-    server_threads: int = 1
-    timeout: float = 120.0
-    dashboard: bool = False
-    address: str | None = None
-
-
-@register("cluster", "ray")
-@dataclass
-class RayClusterConfig(LocalClusterConfig):
-    placement: str = "spread"
-    address: str | None = "auto"
 
 
 class Cluster:

@@ -20,8 +20,6 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-import gclab.coding
-import gclab.network  # noqa: F401  (both register their config schemas)
 from gclab import CONF_DIR
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme

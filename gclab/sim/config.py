@@ -12,6 +12,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import gclab.schemas  # noqa: F401  (the scheme and delay options' schemas)
 from gclab.network import NetworkConfig
 
 
@@ -39,6 +40,7 @@ class SimConfig:
     sim: SimOptions = field(default_factory=SimOptions)
     scheme: Any = MISSING
     delay: Any = MISSING
+    paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 
 
 ConfigStore.instance().store(name="sim_schema", node=SimConfig)

@@ -1,6 +1,7 @@
 """The SGC papers' public simulator as a reference: its totals on the shared traces.
 
-``../shared/traces/PUBLIC_SIMULATOR.md`` lists what mamaj/Sequential-Gradient-Coding-2
+``PUBLIC_SIMULATOR.md`` beside the shared traces (``paths.trace_dir``, by default
+``../shared/traces``) lists what mamaj/Sequential-Gradient-Coding-2
 (``2_find_runtimes/``) printed on the load-0 Lambda traces, with how it was run (base
 load 0, μ = 1, jobs = rounds − 4), and the time of its full parameter search. This module
 reads that file, so that tests and benchmarks compare gclab with it

@@ -11,8 +11,8 @@ Layout of the study folder::
     status.csv                          every unit: done / failed / skipped, seconds, why
 
 Running it again continues: a run with ``summary.json`` is done and skipped; one with a
-``checkpoint.pt`` is resumed (``resume=true``) where the runtime supports it (T = 0),
-otherwise started afresh; a failed run is tried again. A run that fails is recorded in
+``checkpoint.pt`` is resumed (``resume=true``; every scheme resumes); a failed run is
+tried again. A run that fails is recorded in
 ``status.csv`` and the study goes on; replays of it are skipped. Replays are cheap and
 always redone, so they follow a source that was run again.
 """
@@ -36,9 +36,6 @@ from gclab.study.replay import ReplayError, replay_run
 from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
 from gclab.study.verify import Comparison, compare, markdown, write_rows
 from gclab.tracking.artifacts import atomic_write
-
-#: Exit code of ``python -m gclab`` for a bad config, which includes a run it cannot resume.
-CONFIG_ERROR = 2
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,7 @@ class StudyRunner:
             ).returncode
 
     def train(self, unit: Unit, run_dir: Path, kind: str = "run") -> Outcome:
-        """Run ``unit`` for real into ``run_dir``, unless it is done; resume if possible."""
+        """Run ``unit`` for real into ``run_dir``, unless it is done; resume from a checkpoint."""
         start = time.monotonic()
         if (run_dir / "summary.json").is_file():
             return Outcome(unit.name, kind, "done", 0.0, "finished earlier")
@@ -89,10 +86,6 @@ class StudyRunner:
             shutil.rmtree(run_dir)  # a failed or barely started run: start afresh
         code = self._launch(unit, run_dir, resume)
         note = "resumed" if resume else ""
-        if resume and code == CONFIG_ERROR:  # the runtime cannot resume it (e.g. T > 0)
-            shutil.rmtree(run_dir)
-            code = self._launch(unit, run_dir, False)
-            note = "started afresh: not resumable"
         seconds = time.monotonic() - start
         if (run_dir / "summary.json").is_file():
             return Outcome(unit.name, kind, "done", seconds, note)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from gclab.errors import ConfigError
-from gclab.schemas import register
 
 log = logging.getLogger(__name__)
 
@@ -40,22 +39,6 @@ class Logger:
         """Close the run with its summary and decode latencies; called even on failure."""
 
 
-@register("logger", "none")
-@dataclass
-class NoneLoggerConfig:
-    _target_: str = "gclab.tracking.loggers.Logger"
-
-
-@register("logger", "wandb")
-@dataclass
-class WandbLoggerConfig:
-    _target_: str = "gclab.tracking.loggers.WandbLogger"
-    project: str = "gclab"
-    entity: str | None = None
-    mode: str = "auto"
-    tags: list[str] = field(default_factory=list)
-
-
 MODES = ("auto", "online", "offline", "disabled")
 
 #: Where a run directory keeps its W&B run id (beside W&B's own files).
@@ -76,11 +59,11 @@ class WandbLogger(Logger):
         project: str = "gclab",
         entity: str | None = None,
         mode: str = "auto",
-        tags: list[str] | None = None,
+        tags: Sequence[str] = (),
     ) -> None:
         if mode not in MODES:
             raise ConfigError(f"logger.mode={mode!r} is invalid: use one of {', '.join(MODES)}.")
-        self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags or [])
+        self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags)
         self.run = None
 
     def _resolve_mode(self) -> str:

@@ -1,4 +1,4 @@
-"""REFERENCE.md §9 vectors 5–6 (CCE-GC) and CCE properties."""
+"""Test vectors 5–6 of docs/design.md (CCE-GC) and CCE properties."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from gclab.coding.evaluation import EvaluationCode, search_nodes
 from gclab.errors import ConfigError
 from helpers.coding import decode, packets, partials, relative_error
 
-#: §4 worker rows for n=4, s=1, m=2, θ = 0..3: coefficients of (g_j^1, g_j^2), j = 0..3.
+#: Vector 5's worker rows for n=4, s=1, m=2, θ = 0..3: coefficients of (g_j^1, g_j^2), j = 0..3.
 ROWS = np.array([
     [-1, -1, -2, -4, -3, -9, 0, 0],
     [0, 0, -1, -3, -2, -8, 1, 1],
     [1, 3, 0, 0, -1, -5, 2, 4],
     [2, 8, 1, 5, 0, 0, 3, 9],
 ], dtype=float)  # fmt: skip
-#: §4 decode rows (survivors ascending) per straggler: (row for g¹, row for g²).
+#: Vector 5's decode rows (survivors ascending) per straggler: (row for g¹, row for g²).
 DECODE = {
     3: ([Q(-3, 2), 2, Q(-1, 2)], [Q(1, 2), -1, Q(1, 2)]),
     0: ([Q(-5, 2), 4, Q(-3, 2)], [Q(1, 2), -1, Q(1, 2)]),
@@ -94,7 +94,8 @@ def test_searched_nodes_are_distinct_and_deterministic(family: str) -> None:
     [(64, 7, "rotation", 1e-5), (256, 15, "rotation", 1e-5), (64, 7, "real", 1e-4)],
 )
 def test_float32_payload_accuracy(n: int, s: int, construction: str, bound: float) -> None:
-    """Stability regression (§9.11): float32 packets decode accurately, at any n and s."""
+    """Stability regression (docs/design.md, test vector 11): float32 packets decode
+    accurately, at any n and s."""
     scheme = CCECR(n, s, 1, construction)
     grads = partials(scheme, 64).astype(np.float32)
     sent = packets(scheme, grads)

@@ -1,4 +1,4 @@
-"""REFERENCE.md §9 vectors 1–4 and the properties of classic GC and ignore_stragglers."""
+"""Test vectors 1–4 of docs/design.md and the properties of classic GC and ignore_stragglers."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from gclab.errors import ConfigError, DecodeError
 from helpers.coding import decode, packets, partials
 from helpers.sequential import bursty_mask, job_partials, run_stream
 
-#: REFERENCE.md §5.1 / §9 vector 8: decodable / total patterns by number of losses,
+#: docs/design.md, test vector 8: decodable / total patterns by number of losses,
 #: for the loss counts above (T+1)s (every lighter pattern decodes).
 CR_TABLE = {
     (4, 2, 2): {7: (584, 792), 8: (235, 495), 9: (56, 220), 10: (6, 66), 11: (0, 12)},
@@ -34,7 +34,7 @@ CR_TABLE = {
     },
     (6, 2, 1): {5: (492, 792), 6: (299, 924), 7: (102, 792), 8: (15, 495), 9: (0, 220)},
 }
-#: §5.2 / §9 vector 9, per FR group (n = s + 1).
+#: docs/design.md, test vector 9, per FR group (n = s + 1).
 FR_TABLE = {
     (1, 1): {3: (2, 4)},
     (1, 2): {4: (10, 15), 5: (2, 6)},

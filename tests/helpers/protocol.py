@@ -38,7 +38,8 @@ class Scripted(DelayModel):
 
 
 class FractionalRepetition(LinearScheme):
-    """FR with n=4, s=1 (REFERENCE §9.1), local to the tests so they need no other scheme."""
+    """FR with n=4, s=1 (docs/design.md, test vector 1), local to the tests so that they
+    need no other scheme."""
 
     name = "test_fr"
 

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-import gclab.network  # noqa: F401  (registers the delay schemas)
+import gclab.schemas  # noqa: F401  (registers the delay schemas)
 from gclab import CONF_DIR
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel

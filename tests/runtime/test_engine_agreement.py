@@ -1,4 +1,4 @@
-"""DESIGN principle 1: the Ray runtime and the simulator see the same rounds.
+"""Principle 1 of docs/design.md: the Ray runtime and the simulator see the same rounds.
 
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the

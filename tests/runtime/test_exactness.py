@@ -1,4 +1,4 @@
-"""Principle 2 of DESIGN.md: an exact scheme trains exactly like single-process SGD.
+"""Principle 2 of docs/design.md: an exact scheme trains exactly like single-process SGD.
 
 The matrix runs the whole loop with the workers in this process (``helpers.inprocess``:
 the same WorkerHost code, no Ray); one representative runs on real Ray actors.

@@ -9,13 +9,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from gclab import CONF_DIR
-from gclab.coding.base import LinearScheme
+from gclab.coding.base import SCHEMES, LinearScheme
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
-from gclab.sim import search as search_module
 from gclab.sim.engine import simulate
-from gclab.sim.search import GRIDS, grid, search
+from gclab.sim.search import grid, search
 
 
 class Replication(LinearScheme):
@@ -28,33 +27,39 @@ class Replication(LinearScheme):
         self._init_linear(n, s, (groups[:, None] == groups[None, :]).astype(float))
 
 
+def grid_of(name: str, n: int, recovery: str) -> list[dict]:
+    return SCHEMES[name].search_grid(n, recovery)
+
+
 def test_grids_of_the_gc_family() -> None:
-    assert GRIDS["uncoded"](256, "decodable") == [{}]
-    assert [p["s"] for p in GRIDS["classic_fr"](16, "decodable")] == [1, 3, 7, 15]
-    assert [p["s"] for p in GRIDS["classic_cr"](5, "wait_all")] == [1, 2, 3, 4]
-    assert GRIDS["ignore_stragglers"](5, "decodable") == GRIDS["classic_cr"](5, "decodable")
+    assert grid_of("uncoded", 256, "decodable") == [{}]
+    assert [p["s"] for p in grid_of("classic_fr", 16, "decodable")] == [1, 3, 7, 15]
+    assert [p["s"] for p in grid_of("classic_cr", 5, "wait_all")] == [1, 2, 3, 4]
+    assert grid_of("ignore_stragglers", 5, "decodable") == SCHEMES["classic_cr"].search_grid(
+        5, "decodable"
+    )
 
 
 def test_grids_of_the_sgc_schemes_are_the_papers() -> None:
     """SR-SGC: B <= 4, W in {B+1, 2B+1, ...} <= 5, every λ (one per (B, s) when only
     (B, s) matters); M-SGC: W − 1 + B <= 4, every λ. 3329 settings in the papers' search
     at n = 256 with s = 1..n for GC; gclab's GC stops at s = n − 1."""
-    wait_all = GRIDS["sr_sgc"](256, "wait_all")
+    wait_all = grid_of("sr_sgc", 256, "wait_all")
     assert len(wait_all) == 8 * 256
     assert sorted({(p["B"], p["W"]) for p in wait_all}) == [
         (1, 2), (1, 3), (1, 4), (1, 5), (2, 3), (2, 5), (3, 4), (4, 5),
     ]  # fmt: skip
-    decodable = GRIDS["sr_sgc"](256, "decodable")
+    decodable = grid_of("sr_sgc", 256, "decodable")
     assert len(decodable) == 4 * 128 and set(map(str, decodable)) <= set(map(str, wait_all))
-    assert len(GRIDS["m_sgc"](256, "wait_all")) == 4 * 256
-    total = sum(len(GRIDS[name](256, "wait_all")) for name in ("uncoded", "classic_cr", "m_sgc"))
+    assert len(grid_of("m_sgc", 256, "wait_all")) == 4 * 256
+    total = sum(len(grid_of(name, 256, "wait_all")) for name in ("uncoded", "classic_cr", "m_sgc"))
     assert total + len(wait_all) == 3329 - 1
 
 
 def test_search_ranks_every_setting_on_the_same_delays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(GRIDS, "test_replication", search_module.GRIDS["classic_fr"])
+    monkeypatch.setattr(Replication, "search_grid", SCHEMES["classic_fr"].search_grid)
     rng = np.random.default_rng(0)
     durations = rng.exponential(1.0, size=(8, 20)) + 1.0
     np.savez(tmp_path / "t.npz", durations=durations, load=0.0)
