@@ -25,7 +25,7 @@ from common import compose_config, machine
 from hydra.utils import instantiate
 
 import gclab.app
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundProtocol
 
 
 def run(overrides: list[str]) -> list[dict]:
@@ -45,9 +45,8 @@ def replay(overrides: list[str], rounds: list[dict]) -> np.ndarray:
     decoder = scheme.decoder()
     durations = []
     for record in rounds:
-        out = protocol.run_round(
-            record["round"], np.array(record["compute_s"]), decoder, lambda r, w: None
-        )
+        compute = Finished(np.array(record["compute_s"]))
+        out = protocol.run_round(record["round"], compute, decoder, lambda r, w: None)
         for job in out.decodable:
             decoder.decode(job)
         durations.append(out.duration)

@@ -25,7 +25,6 @@ from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
-from gclab.network.wallclock import WallClockProtocol
 from gclab.rundir import check_run_dir, config_text
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked
@@ -135,8 +134,7 @@ def build(cfg: DictConfig):
     steps_per_epoch = shard // per_shard
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
     delay.check(scheme.n, jobs + scheme.T)
-    protocol_class = WallClockProtocol if network.clock == "wall" else RoundProtocol
-    protocol = protocol_class(network, delay, scheme.n, cfg.seed)
+    protocol = RoundProtocol(network, delay, scheme.n, cfg.seed)
 
     def build_optimizer(flat):
         t = cfg.train

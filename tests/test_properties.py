@@ -11,16 +11,18 @@ exception is a traceback from deep inside that a user would see instead of a sen
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from hydra.errors import ConfigCompositionException
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
-from omegaconf import OmegaConf
 
-from gclab import CONF_DIR
 from gclab.app import build
+from gclab.coding.base import SCHEMES as SCHEME_CLASSES
 from gclab.errors import ConfigError
 from gclab.sim.engine import simulate
+from helpers.coding import builtin_schemes
 from helpers.config import compose_config
 
 #: Per key: values that are valid on their own, and values that are not.
@@ -43,14 +45,14 @@ KEYS: dict[str, tuple[list[object], list[object]]] = {
     "faults.crash": (["[]", "[0:0]"], ["[0:99]", "[oops]"]),
 }
 
-#: Every scheme option with its integer parameters and their defaults, from gclab/conf/scheme.
+#: Every built-in scheme with its integer parameters and their defaults (its constructor's).
 SCHEMES = {
-    path.stem: {
-        key: value
-        for key, value in OmegaConf.to_container(OmegaConf.load(path)).items()
-        if isinstance(value, int) and not isinstance(value, bool)
+    name: {
+        key: p.default
+        for key, p in inspect.signature(SCHEME_CLASSES[name]).parameters.items()
+        if isinstance(p.default, int) and not isinstance(p.default, bool)
     }
-    for path in sorted((CONF_DIR / "scheme").glob("*.yaml"))
+    for name in builtin_schemes()
 }
 
 #: Delay options and their parameters: values valid on their own, and values that are not.

@@ -8,7 +8,7 @@ the class registers itself (:data:`SCHEMES`) and the config layer derives its Hy
 schema from the signature; add ``gclab/conf/scheme/<name>.yaml`` (README: "Adding a
 scheme").
 
-Vocabulary (REFERENCE.md §1):
+Vocabulary (docs/design.md, "Notation" and "The scheme contract"):
 
 * ``n`` logical workers, ``k`` data shards (``k = n`` for every built-in scheme).
 * A *job* is one SGD step on a global batch; job ``t`` starts in round ``t``.
@@ -421,14 +421,7 @@ class LinearScheme(Scheme):
         squares problem of the encoding restricted to the survivors; the residual check
         in :meth:`checked_weights` decides whether it really decodes.
         """
-        e = self.encoding[list(survivors)]  # [F, k, m]
-        a = e.transpose(1, 2, 0).reshape(-1, len(survivors))  # rows (j, u'), columns i
-        target = np.tile(np.eye(self.m), (e.shape[1], 1))  # [(j, u'), u]
-        # sum_i C[u,i] E[F_i, j, u'] = delta(u, u') for every part j
-        weights = np.linalg.lstsq(a, target, rcond=None)[0].T
-        if self.residual(survivors, weights) > 1e-6:
-            return None  # the system is inconsistent: these survivors cannot decode
-        return weights
+        return least_squares_weights(self.encoding, survivors)
 
     #: Whether decoding depends on the order packets arrived in (ignore_stragglers).
     order_matters: ClassVar[bool] = False
@@ -458,16 +451,38 @@ class LinearScheme(Scheme):
 
     def residual(self, survivors: tuple[int, ...], weights: np.ndarray) -> float:
         """‖C·E_F − I‖ (max abs), in float64: 0 for a perfect decode."""
-        e = self.encoding[list(survivors)]  # [F, k, m]
-        got = np.einsum("ui,ijv->juv", weights, e)  # [k, m, m]
-        want = np.broadcast_to(np.eye(self.m), got.shape)
-        return float(np.max(np.abs(got - want)))
+        return residual(self.encoding, survivors, weights)
 
     def encoder(self, worker: int) -> Encoder:
         return LinearEncoder(self, worker)
 
     def decoder(self, grad_size: int | None = None) -> Decoder:
         return LinearDecoder(self, grad_size)
+
+
+def least_squares_weights(encoding: np.ndarray, survivors: tuple[int, ...]) -> np.ndarray | None:
+    """Decoding weights ``C[m, len(survivors)]`` of ``E`` (``[n, k, m]``) by least squares.
+
+    ``None`` when the system is inconsistent (the survivors cannot decode); the caller's
+    residual check (:meth:`LinearScheme.checked_weights`) judges the accuracy of the rest.
+    """
+    e = encoding[list(survivors)]  # [F, k, m]
+    m = e.shape[2]
+    a = e.transpose(1, 2, 0).reshape(-1, len(survivors))  # rows (j, u'), columns i
+    target = np.tile(np.eye(m), (e.shape[1], 1))  # [(j, u'), u]
+    # sum_i C[u,i] E[F_i, j, u'] = delta(u, u') for every part j
+    weights = np.linalg.lstsq(a, target, rcond=None)[0].T
+    if residual(encoding, survivors, weights) > 1e-6:
+        return None
+    return weights
+
+
+def residual(encoding: np.ndarray, survivors: tuple[int, ...], weights: np.ndarray) -> float:
+    """‖C·E_F − I‖ (max abs) of weights ``C`` for the rows ``F = survivors`` of ``E``."""
+    e = encoding[list(survivors)]  # [F, k, m]
+    got = np.einsum("ui,ijv->juv", weights, e)  # [k, m, m]
+    want = np.broadcast_to(np.eye(e.shape[2]), got.shape)
+    return float(np.max(np.abs(got - want)))
 
 
 def pad_length(size: int, m: int) -> int:
@@ -480,8 +495,8 @@ class LinearEncoder(Encoder):
 
     The sum is accumulated in float64 (complex128) and rounded to the partials' dtype
     once: a float32 running sum would round after every term, and with the cancellation
-    inside a coded packet that costs up to 4× the decode error at s = 15 (cce_cr m = 2,
-    n = 64: 2.4e-5 against 6.8e-6, ``bench/decode_accuracy.py``).
+    inside a coded packet that multiplies the decode error at large ``s`` (measured in
+    BENCHMARKS.md, "Numbers behind choices in the code").
     """
 
     def __init__(self, scheme: LinearScheme, worker: int) -> None:
@@ -597,7 +612,7 @@ class LinearDecoder(Decoder):
 COMBINE_CHUNK = 1 << 14
 
 #: Float64 values per pass: the block is narrowed for many packets (M-SGC reads n(W−1) and
-#: more vectors, n = 256 reads 241): 32 packets × 2^14 fell off the cache and ran 20× slower.
+#: more vectors, n = 256 reads 241), so that ``packets × chunk`` stays in cache (BENCHMARKS.md).
 COMBINE_BLOCK = 1 << 17
 
 

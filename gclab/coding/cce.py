@@ -1,4 +1,4 @@
-"""Communication-computation efficient GC (Ye & Abbe, REFERENCE.md §4): ``cce_cr``, ``cce_fr``.
+"""Communication-computation efficient GC (Ye & Abbe; docs/design.md): ``cce_cr``, ``cce_fr``.
 
 Each worker computes ``s + m`` partial gradients and sends a packet of ``⌈l/m⌉`` scalars:
 more computation buys an ``m``-fold smaller packet. ``m = 1`` is classic GC.
@@ -7,7 +7,7 @@ more computation buys an ``m``-fold smaller packet. ``m = 1`` is classic GC.
 from __future__ import annotations
 
 from gclab.coding import params
-from gclab.coding.evaluation import EvaluationScheme
+from gclab.coding.cyclic import CyclicScheme, choose, node_constructions
 from gclab.coding.fractional import FractionalScheme
 
 
@@ -24,7 +24,7 @@ def _check(n: int, s: object, m: object) -> tuple[int, int]:
     return s, m
 
 
-class CCECR(EvaluationScheme):
+class CCECR(CyclicScheme):
     """Cyclic CCE-GC: any ``n - s`` packets decode, fewer never do.
 
     ``construction``: ``rotation`` (roots of unity on float pairs, default) or ``real``
@@ -36,10 +36,10 @@ class CCECR(EvaluationScheme):
     def __init__(self, n: int, s: int = 1, m: int = 2, construction: str = "rotation") -> None:
         self._check_workers(n)
         s, m = _check(n, s, m)
-        self._init_evaluation(n, s, m, construction)
+        self._init_cyclic(n, s, m, choose(self.name, construction, node_constructions(n, s, m)))
 
     def describe(self) -> str:
-        return f"{self.name}(n={self.n}, s={self.s}, m={self.m}, {self.construction})"
+        return f"{self.name}(n={self.n}, s={self.s}, m={self.m}, {self.construction.name})"
 
 
 class CCEFR(FractionalScheme):

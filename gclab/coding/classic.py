@@ -1,27 +1,30 @@
-"""Classic gradient coding (Tandon et al., REFERENCE.md §2) and the ignore-stragglers baseline.
+"""Classic gradient coding (Tandon et al.) and the ignore-stragglers baseline.
+
+The math: docs/design.md, "Classic GC".
 
 * ``ignore_stragglers``: sum the first ``n - s`` arrivals, rescaled (approximate).
 * ``classic_fr``: fractional repetition, groups of ``s + 1`` (block form), 0/1 decoding.
 * ``classic_cr``: cyclic repetition, worker ``w`` holds ``w .. w+s``. The default
   construction is the evaluation-point code of :mod:`gclab.coding.evaluation` (the
   ``m = 1`` case of CCE-GC: closed-form weights, strided roots of unity on float pairs,
-  per-row scaling), because Tandon's random ``H`` loses up to 3e-3 relative accuracy
-  with float32 payloads at ``n = 256`` (REFERENCE.md §3). ``construction=real`` uses real
+  per-row scaling), because Tandon's random ``H`` loses far more accuracy with float32
+  payloads as ``n`` and ``s`` grow (docs/coding.md, "Constructions and why", has the
+  table). ``construction=real`` uses real
   nodes; ``construction=tandon`` keeps Algorithm 1 with a seeded Gaussian ``H`` and
   least-squares decoding, as the baseline the benchmarks compare with.
 """
 
 from __future__ import annotations
 
+from functools import cached_property, partial
 from typing import Any
 
 import numpy as np
 
 from gclab.coding import params
-from gclab.coding.base import LinearScheme
-from gclab.coding.evaluation import NODE_FAMILIES, EvaluationScheme
+from gclab.coding.base import LinearScheme, least_squares_weights
+from gclab.coding.cyclic import Construction, CyclicScheme, choose, node_constructions
 from gclab.coding.fractional import FractionalScheme
-from gclab.errors import ConfigError
 
 
 class IgnoreStragglers(LinearScheme):
@@ -68,16 +71,12 @@ class ClassicFR(FractionalScheme):
         return [p for p in every_s(n) if n % (p["s"] + 1) == 0]
 
 
-#: ``classic_cr`` constructions: evaluation nodes (:data:`NODE_FAMILIES`) or Tandon's H.
-CONSTRUCTIONS = (*NODE_FAMILIES, "tandon")
-
-
-class ClassicCR(EvaluationScheme):
+class ClassicCR(CyclicScheme):
     """Cyclic repetition: any ``n - s`` packets decode, fewer never do.
 
     ``construction``: ``rotation`` (default) or ``real`` evaluation nodes
-    (:func:`gclab.coding.evaluation.search_nodes`), or ``tandon``: Algorithm 1 with a
-    Gaussian ``H`` drawn from ``seed`` and least squares over every received packet.
+    (:func:`gclab.coding.evaluation.search_nodes`), or ``tandon``
+    (:class:`TandonConstruction`, ``seed`` draws its ``H``).
     """
 
     name = "classic_cr"
@@ -85,30 +84,41 @@ class ClassicCR(EvaluationScheme):
     def __init__(self, n: int, s: int = 1, construction: str = "rotation", seed: int = 0) -> None:
         self._check_workers(n)
         s = params.stragglers(n, s)
-        if construction not in CONSTRUCTIONS:
-            raise ConfigError(
-                f"scheme.construction={construction!r} is not a classic_cr construction; "
-                f"valid: {', '.join(CONSTRUCTIONS)}."
-            )
-        if construction == "tandon":
-            self.construction = construction
-            self.code = None  # no evaluation code: Algorithm 1's B, least squares
-            self.exact_predicate = False  # numerically, least squares can fall short
-            self._init_linear(n, s, tandon_encoding(random_h(n, s, params.integer("seed", seed))))
-        else:
-            self._init_evaluation(n, s, 1, construction)
+        options = {
+            **node_constructions(n, s, 1),
+            "tandon": partial(TandonConstruction, n, s, seed),
+        }
+        self._init_cyclic(n, s, 1, choose(self.name, construction, options))
 
     @classmethod
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
         return every_s(n)
 
-    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
-        if self.construction == "tandon":
-            return LinearScheme.decoding_weights(self, survivors)
-        return super().decoding_weights(survivors)
-
     def describe(self) -> str:
-        return f"{self.name}(n={self.n}, s={self.s}, {self.construction})"
+        return f"{self.name}(n={self.n}, s={self.s}, {self.construction.name})"
+
+
+class TandonConstruction(Construction):
+    """Algorithm 1 of Tandon et al.: a Gaussian ``H`` drawn from ``seed``, least squares
+    over every received packet.
+
+    The predicate "at least ``n - s`` packets" holds in exact arithmetic only: numerically,
+    least squares can fall short, so the symbolic decoder solves every survivor set.
+    """
+
+    name = "tandon"
+    exact_predicate = False
+    pairs = False
+
+    def __init__(self, n: int, s: int, seed: int) -> None:
+        self.n, self.s, self.seed = n, s, params.integer("seed", seed)
+
+    @cached_property
+    def encoding(self) -> np.ndarray:
+        return tandon_encoding(random_h(self.n, self.s, self.seed))[:, :, None]
+
+    def weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
+        return least_squares_weights(self.encoding, survivors)
 
 
 def every_s(n: int) -> list[dict[str, Any]]:

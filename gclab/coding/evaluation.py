@@ -1,14 +1,14 @@
 """Evaluation-point gradient codes: Ye–Abbe CCE-GC, and cyclic GC as its m = 1 case.
 
-REFERENCE.md §4. Worker ``w`` holds partitions ``w .. w+d-1`` (mod n), ``d = s + m``, and
-sends ``f_w = P(θ_w)`` where ``P = Σ_j Σ_u g_j^(u) p_j^(u)`` and ``p_j^(u)`` vanishes on the
-``n - d`` nodes of the workers that lack ``j``. The top ``m`` coefficients of ``P`` (degree
-``< K = n - s``) are the ``m`` stream sums, so any ``K`` packets decode them by closed-form
-Lagrange weights; fewer than ``K`` never do (a degree ``K-1`` polynomial vanishing on
-``< K`` nodes can have any leading coefficient), which makes ``|F| >= K`` an exact
-decodability predicate.
+The math: docs/design.md, "Evaluation-point codes and CCE". Worker ``w`` holds partitions
+``w .. w+d-1`` (mod n), ``d = s + m``, and sends ``f_w = P(θ_w)`` where
+``P = Σ_j Σ_u g_j^(u) p_j^(u)`` and ``p_j^(u)`` vanishes on the ``n - d`` nodes of the
+workers that lack ``j``. The top ``m`` coefficients of ``P`` (degree ``< K = n - s``) are
+the ``m`` stream sums, so any ``K`` packets decode them by closed-form Lagrange weights;
+fewer than ``K`` never do (a degree ``K-1`` polynomial vanishing on ``< K`` nodes can have
+any leading coefficient), which makes ``|F| >= K`` an exact decodability predicate.
 
-Numerics (REFERENCE.md §3). Nothing is expanded to monomials and nothing is solved:
+Numerics (the rules of the same section). Nothing is expanded to monomials and nothing is solved:
 with ``Φ_w = Π_{v≠w} (θ_w - θ_v)`` the huge common factor of row ``w`` cancels against the
 decoding weight of ``w``, leaving
 
@@ -24,13 +24,10 @@ distances, which :func:`search_nodes` keeps small by choosing which node each wo
 
 from __future__ import annotations
 
-from functools import cache, cached_property
+from functools import cache
 from math import gcd
 
 import numpy as np
-
-from gclab.coding.base import LinearScheme
-from gclab.errors import ConfigError
 
 
 def holders(n: int, d: int) -> np.ndarray:
@@ -45,8 +42,9 @@ def _mul_series(
 
     ``base`` is ``[rows, order]`` (broadcastable), ``roots`` ``[rows, count]``. From 1 this
     gives elementary symmetric polynomials (``sign = +1``) or, inverted with ``sign = -1``,
-    complete homogeneous ones: the generating functions of §4, evaluated only to the
-    ``m`` orders needed, where monomial expansions of the full products would blow up.
+    complete homogeneous ones: the generating functions of the closed forms (module
+    docstring), evaluated only to the ``m`` orders needed, where monomial expansions of
+    the full products would blow up.
     """
     dtype = np.result_type(base, roots, np.float64)  # complex nodes give complex series
     out = np.array(np.broadcast_to(base, (roots.shape[0], base.shape[-1])), dtype=dtype)
@@ -208,7 +206,8 @@ def search_nodes(family: str, n: int, s: int, m: int) -> tuple[float | complex, 
       real payloads of the same length: see :func:`root_nodes`.
     * ``real``: equispaced or tan-warped points of [-1, 1] (:data:`WARPS`). Real
       arithmetic throughout, but the real line has a heavy tail of badly conditioned
-      straggler sets (float32 errors 10-300× those of ``rotation`` at s = 15).
+      straggler sets (float32 errors far above ``rotation``'s at large ``s``; measured in
+      BENCHMARKS.md, "Numbers behind choices in the code").
     """
     if family not in NODE_FAMILIES:
         raise ValueError(f"unknown node family {family!r}; valid: {', '.join(NODE_FAMILIES)}")
@@ -227,7 +226,7 @@ def search_nodes(family: str, n: int, s: int, m: int) -> tuple[float | complex, 
 def root_nodes(n: int, stride: int) -> tuple[complex, ...]:
     """Node of worker ``w``: the root of unity ``exp(2πi·(stride·w mod n)/n)``.
 
-    Roots of unity keep every node distance in [2 sin(π/n), 2], so the products of §4
+    Roots of unity keep every node distance in [2 sin(π/n), 2], so the products of the closed forms
     stay tame where real nodes crowd. The code is complex but nothing sent is: a
     partial gradient's consecutive float pairs ``(x, y)`` are read as ``x + iy``
     (``ndarray.view``), and multiplying by a coefficient ``a + ib`` is the real 2×2
@@ -242,40 +241,3 @@ def warped_nodes(n: int, stride: int, warp: float) -> tuple[float, ...]:
     """Node of worker ``w``: point ``stride·w mod n`` of ``n`` warped points in [-1, 1]."""
     grid = (2 * ((stride * np.arange(n)) % n) - (n - 1)) / n
     return tuple(np.tan(warp * grid) / np.tan(warp) if warp else grid)
-
-
-class EvaluationScheme(LinearScheme):
-    """A cyclic code on :class:`EvaluationCode`: ``cce_cr``, and ``classic_cr`` (``m = 1``).
-
-    The placement is known without any numbers, the nodes need a conditioning search
-    (up to a second at n = 256), and the predicate "``>= n - s`` packets" is exact: so
-    the code is built on first use and the simulator's symbolic decoder never builds it.
-    """
-
-    exact_predicate = True
-
-    def _init_evaluation(self, n: int, s: int, m: int, construction: str) -> None:
-        if construction not in NODE_FAMILIES:
-            raise ConfigError(
-                f"scheme.construction={construction!r} is not a {self.name} construction; "
-                f"valid: {', '.join(NODE_FAMILIES)}."
-            )
-        self.construction = construction
-        placement = tuple(tuple(sorted((w + i) % n for i in range(s + m))) for w in range(n))
-        self._init_placement(n, s, placement, m)
-
-    @cached_property
-    def code(self) -> EvaluationCode:
-        nodes = search_nodes(self.construction, self.n, self.s, self.m)
-        return EvaluationCode(np.asarray(nodes), self.s, self.m)
-
-    @cached_property
-    def encoding(self) -> np.ndarray:
-        return self.code.encoding
-
-    @property
-    def pairs(self) -> bool:
-        return self.construction == "rotation"  # known without building the code
-
-    def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
-        return self.code.weights(survivors)

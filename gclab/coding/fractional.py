@@ -1,6 +1,6 @@
 """Fractional-repetition placement shared by ``classic_fr`` (m = 1) and ``cce_fr``.
 
-Workers form groups of ``d = s + m`` consecutive ids (block form of REFERENCE.md §2:
+Workers form groups of ``d = s + m`` consecutive ids (block form of docs/design.md, "Classic GC":
 group ``⌊w/d⌋``); every member holds the group's ``d`` partitions and sends
 ``Σ_u G[r, u]·h^u`` of the group sum ``h`` split into ``m`` streams. With every ``m×m``
 minor of ``G`` nonsingular, a group decodes from any ``m`` members, so the exact

@@ -1,19 +1,19 @@
-"""Pipelined gradient codes for packet loss: coding across workers *and* time (REFERENCE.md §5).
+"""Pipelined gradient codes for packet loss: coding across workers *and* time (docs/design.md).
 
 Worker ``w`` computes only the new job's ``s + 1`` partial gradients each round and sends
 one packet mixing its partials of the last ``T + 1`` jobs; job ``t`` is due at the end of
 round ``t + T``. ``T = 0`` is classic GC, packet for packet (to one float32 rounding)
 and decode for decode.
 
-``pipelined_cr`` (time-coded cyclic GC, §5.1) on the real evaluation-point code of
-``classic_cr construction=real`` (:mod:`gclab.coding.evaluation`; the job-space solves
-and the contraction argument of :func:`lag_scale` are real, so it keeps real nodes).
-Round ``τ``'s packets are evaluations
-``f_w = P_τ(θ_w) / σ_w`` (``σ_w`` the classic per-worker scale) of the polynomial
+``pipelined_cr`` (time-coded cyclic GC, docs/design.md, "Codes across time") on the real
+evaluation-point code of ``classic_cr construction=real`` (:mod:`gclab.coding.evaluation`;
+the job-space solves and the contraction argument of :func:`lag_scale` are real, so it keeps
+real nodes). Round ``τ``'s packets are evaluations ``f_w = P_τ(θ_w) / σ_w`` (``σ_w`` the
+classic per-worker scale) of the polynomial
 
     P_τ(x) = A_τ(x) + Σ_{k=0..T} g(τ−k) · x^(K−1+k),     deg A_τ < K − 1,  K = n − s,
 
-i.e. §5.1's ``X`` is the monomials below ``K − 1`` (the interference ``A(τ)``) and
+i.e. that section's ``X`` is the monomials below ``K − 1`` (the interference ``A(τ)``) and
 ``Y_k[w] = θ_w^(K−1+k)/σ_w``. Partition ``j``'s share of lag ``k`` must vanish on the
 ``K − 1`` workers lacking ``j``: it is ``x^(K−1+k)`` minus its remainder modulo
 ``Π_{r∈R_j}(x − θ_r)``, i.e. ``q_{j,k}(x)·Π_{r∈R_j}(x − θ_r)`` with
@@ -29,7 +29,7 @@ packets over ``K + i`` received nodes ``Z`` kills ``A_τ`` and equals
 weights of ``s − i`` factors (:meth:`EvaluationCode.difference_weights`). What is left is
 a tiny system over the jobs only (at most ``(T+1)²`` equations), solved by SVD.
 
-``pipelined_fr`` (§5.2): FR groups of ``s + 1``; member ``m`` of group ``q`` sends
+``pipelined_fr``: FR groups of ``s + 1``; member ``m`` of group ``q`` sends
 ``Σ_k z_m^k · h_q(τ−k)`` with distinct nodes ``1/4 ≤ z_m < 1/2`` (``z^0 = 1``: ``T = 0`` is
 ``classic_fr``); each group is decoded on its own, ``g(t) = Σ_q h_q(t)``.
 
@@ -229,7 +229,7 @@ class StreamScheme(Scheme):
 
 
 class AccumulatingEncoder(Encoder):
-    """§5.3 worker state: ``T + 1`` running accumulators.
+    """Worker state (docs/design.md, "Codes across time"): ``T + 1`` running accumulators.
 
     After computing job ``τ`` it adds ``G_k[j, w]·g_j(τ)`` into ``acc[k]``, sends ``acc[0]``
     and shifts: memory ``(T + 1)·l``, never the raw partials of earlier jobs. A packet
@@ -383,7 +383,8 @@ class StreamDecoder(Decoder):
         deadline), all of round ``job``'s packets decode it, as in classic GC. Packets of
         later rounds could help too, but the protocol pursues every packet named in
         parallel and counts each attempt, so naming them would inflate retransmissions
-        (≈ 4× at n = 16, p = 0.1) for a rarely earlier finish.
+        several-fold (BENCHMARKS.md, "Numbers behind choices in the code") for a rarely
+        earlier finish.
         """
         if job < self.base or job in self.decoded:
             return []
@@ -494,11 +495,12 @@ class PipelinedFR(StreamScheme):
         """Nodes ``z_m = (d + m)/(4d)`` in ``[1/4, 1/2)``.
 
         Distinct and positive: every ``≤ T + 1`` rows of ``[z_m^k]`` are independent and the
-        counts of §5.2 hold (``(1, 4/3, 5/3)``-proportional for s = 2; ``(1, 2, 3)/6`` loses
-        one 6-loss pattern). Scaling nodes by ``c`` scales lag ``k`` by ``c^k``, which keeps
-        every rank; below 1/2 the lag coefficients of a decode with earlier jobs on the
-        right-hand side sum to less than 1, so rounding errors cannot grow from job to job
-        (with nodes in [1, 2) they reached 1e48 after 600 lossy rounds, n = 16, s = 1).
+        counts of test vector 9 (docs/design.md) hold (``(1, 4/3, 5/3)``-proportional for
+        s = 2; ``(1, 2, 3)/6`` loses one 6-loss pattern). Scaling nodes by ``c`` scales lag
+        ``k`` by ``c^k``, which keeps every rank; below 1/2 the lag coefficients of a decode
+        with earlier jobs on the right-hand side sum to less than 1, so rounding errors
+        cannot grow from job to job (with nodes in [1, 2) they reached 1e48 after 600 lossy
+        rounds, n = 16, s = 1).
         """
         return (d + np.arange(d)) / (4.0 * d)
 

@@ -1,4 +1,4 @@
-"""Sequential gradient coding for bursty stragglers (Krishnan et al., ICLR 2023; REFERENCE.md §6).
+"""Sequential gradient coding for bursty stragglers (Krishnan et al., ICLR 2023; docs/design.md).
 
 ``(B, W, λ)`` bursty model: in every window of ``W`` consecutive rounds at most ``λ``
 distinct workers straggle, and each worker's straggling rounds in the window fit in
@@ -20,18 +20,17 @@ The decoder freezes it at the first event of round ``r`` (``plan(r)`` in the run
 in the simulator, which never calls ``plan``, the first ``receive``/``wanted`` of round
 ``≥ r``), before applying that event, so both engines see the same plans.
 
-Departures from the public simulator (§6 quirks): decodability needs ``≥ n − s``
-(``≥ n − λ`` per D2 group), not ``> n − s``; and a model violation is not hidden by
-"waiting for all" inside the scheme: erasures stay erasures. The round protocol either
-recovers a due job that cannot decode by waiting for or retransmitting the packets
+Departures from the public simulator (docs/sequential.md, "sr_sgc and m_sgc"): decodability
+needs ``≥ n − s`` (``≥ n − λ`` per D2 group), not ``> n − s``; and a model violation is not
+hidden by "waiting for all" inside the scheme: erasures stay erasures. The round protocol
+either recovers a due job that cannot decode by waiting for or retransmitting the packets
 ``wanted`` names (``network.recovery=decodable``), or applies the papers' rule with the
-schemes' straggler models below (``wait_all``: a round that breaks the model waits for
-every packet). Two explicit policies make recovery always possible:
-SR-SGC picks its repeaters among workers that never computed the job first (then
-lowest id), so a job always has ``n − s`` assigned workers; M-SGC lets at most ``λ``
-workers redo D1 in a slot (lowest id first), so every D2 group keeps ``n − λ``
-assigned workers. Under the model neither policy binds differently from the paper's
-(the tests check every admitted sequence on small n).
+schemes' straggler models below (``wait_all``: a round that breaks the model waits for every
+packet). Two explicit policies make recovery always possible: SR-SGC picks its repeaters
+among workers that never computed the job first (then lowest id), so a job always has
+``n − s`` assigned workers; M-SGC lets at most ``λ`` workers redo D1 in a slot (lowest id first),
+so every D2 group keeps ``n − λ`` assigned workers. Under the model neither policy binds
+differently from the paper's (the tests check every admitted sequence on small n).
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@ from gclab.network.base import DelayModel, probability
 
 
 class Bernoulli(DelayModel):
-    """I.i.d. packet loss, the packet-loss setting of the pipelined schemes (REFERENCE §5)."""
+    """I.i.d. packet loss: the setting of the pipelined schemes.
+
+    See docs/design.md, "Codes across time".
+    """
 
     def __init__(self, p: float = 0.1) -> None:
         self.p = probability("p", p)

@@ -1,9 +1,11 @@
-"""The round protocol: DESIGN.md's time and network model, once, for both engines.
+"""The round protocol: the time and network model of docs/design.md, once, for both clocks.
 
-Times are seconds from the start ``t_r`` of round ``r`` (the virtual clock before it).
+Times are seconds from the start ``t_r`` of round ``r``.
 
-1. **Arrivals.** Worker ``w``'s packet arrives at ``a_w = compute_times[w] +
-   delays[w] + latency`` unless its first transmission is lost (delay model, seeded).
+1. **Arrivals.** Worker ``w``'s result comes back after its compute time ``c_w``; its
+   packet arrives at ``a_w = c_w + delays[w] + latency`` unless its first transmission
+   is lost (delay model, seeded) or the result holds no valid packet (*failed*: the
+   runtime's worker died, was stuck past the timeout, or sent non-finite values).
 2. **Close.** ``policy=all``: at the last arrival of a packet that was not lost.
    ``policy=deadline`` (μ-rule): at ``(1+μ)·min_w a_w`` over packets not lost, or
    earlier, at the last arrival, when all ``n`` packets are in (nothing is left to
@@ -37,35 +39,46 @@ the round ends when all are in. Rule 4 then only runs if the due job still canno
 decode, and rounds run as the papers' code runs them (:meth:`StragglerModel.runs`).
 The default, ``decodable``, is gclab's own rule.
 
+**Clocks** (:mod:`gclab.network.clock`). The rules run as events on a timeline that
+knows only the results that have come back so far: the close is taken once no result
+still out can change it (a result that comes back at ``t`` arrives at ``a_w >= t``), a
+pursued packet whose result is still out is scheduled when it comes back, and after the
+end the remaining results are collected (drained) outside the duration, so that every
+compute time and arrival is known. On the virtual clock every result is in at the start
+and time jumps from event to event, so a round's numbers follow from the model alone.
+On the wall clock the runtime's results come back as its workers finish, the driver
+really sleeps until each event, and the duration is the wall time measured from the
+round's start to its end, the master's own work included. Given the same compute times
+both clocks give the same erasures, recoveries and retransmissions.
+
 Engines decode the jobs in :attr:`RoundOutcome.decodable` before the next round. The
 protocol never looks at gradients: ``payload(round, worker)`` supplies the packet to
-deliver (``None`` in the simulator's symbolic mode).
-
-This is ``network.clock=virtual``: durations are computed from the times above.
-:mod:`gclab.network.wallclock` applies the same rules on the wall clock
-(``network.clock=wall``, runtime only): it really waits, drops and measures.
+deliver (``None`` in the simulator's symbolic mode); it must hold a worker's packet once
+its result came back, and recompute a failed one when recovery asks for it.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gclab.coding.base import Decoder, StragglerModel
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
+from gclab.network.clock import ArrivalSource, Clock, Timeline, VirtualClock, WallClock
 
 POLICIES = ("deadline", "all")
 #: ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``: the
 #: SGC papers' rule, a round whose erasures the scheme's straggler model does not admit
 #: waits for every packet.
 RECOVERIES = ("decodable", "wait_all")
-#: ``virtual``: durations are computed from the model (both engines). ``wall``: the
-#: runtime sleeps, drops and measures (:mod:`gclab.network.wallclock`).
-CLOCKS = ("virtual", "wall")
+#: ``virtual``: durations follow from the model (both engines). ``wall``: the runtime
+#: sleeps, drops and measures (runtime only). See :mod:`gclab.network.clock`.
+CLOCKS: dict[str, Clock] = {"virtual": VirtualClock, "wall": WallClock}
 
 #: Retransmission attempts of one packet in one round before the protocol gives up.
 MAX_ATTEMPTS = 4096
@@ -110,7 +123,7 @@ class RoundOutcome:
     """What happened in one round. Masks are ``bool [n]`` over this round's packets."""
 
     round: int
-    #: Virtual clock when the round started (sum of earlier durations), seconds.
+    #: The protocol's clock when the round started (sum of earlier durations), seconds.
     start: float
     #: Seconds from start to end, recovery included.
     duration: float
@@ -138,10 +151,47 @@ class RoundOutcome:
     decodable: tuple[int, ...]
 
 
-class RoundProtocol:
-    """Runs rounds for one decoder: timing, erasures, recovery, and the virtual clock."""
+@dataclass(frozen=True)
+class Pursuit:
+    """What pursuing packets (rule 4) gave: when it ended and what it delivered and sent."""
 
-    def __init__(self, network: NetworkConfig, delay: DelayModel, n: int, seed: int) -> None:
+    #: Timeline seconds at the end.
+    end: float
+    #: ``(round, worker)`` of the packets delivered, in delivery order.
+    delivered: list[tuple[int, int]] = field(default_factory=list)
+    #: Retransmission attempts sent before the end.
+    sent: int = 0
+    #: Whether the round waited (a late packet, or every packet with ``wait_all``).
+    waited: bool = False
+    #: Whether the pursuit reached its goal (``done()``, or every packet in).
+    done: bool = True
+
+    def then(self, later: Pursuit) -> Pursuit:
+        """This pursuit followed by ``later``."""
+        return Pursuit(
+            later.end,
+            self.delivered + later.delivered,
+            self.sent + later.sent,
+            self.waited or later.waited,
+            later.done,
+        )
+
+
+class RoundProtocol:
+    """Runs rounds for one decoder: timing, erasures, recovery, and the protocol's clock.
+
+    ``clock`` is where time comes from (:mod:`gclab.network.clock`); by default the one
+    ``network.clock`` names.
+    """
+
+    def __init__(
+        self,
+        network: NetworkConfig,
+        delay: DelayModel,
+        n: int,
+        seed: int,
+        clock: Clock | None = None,
+    ) -> None:
         for name, value, low in (("cluster.workers", n, 1), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ConfigError(f"{name}={value!r} is invalid: it must be an integer >= {low}.")
@@ -149,7 +199,9 @@ class RoundProtocol:
         self.delay = delay
         self.n = int(n)
         self.seed = int(seed)
-        #: Virtual clock: the sum of the durations of the rounds run so far.
+        #: Makes each round's timeline (:data:`gclab.network.clock.Clock`).
+        self.timer = CLOCKS[network.clock] if clock is None else clock
+        #: The sum of the durations of the rounds run so far, seconds.
         self.clock = 0.0
         #: Rounds that waited for a late packet.
         self.waits = 0
@@ -177,52 +229,23 @@ class RoundProtocol:
         self.retransmissions, self._ready = state["retransmissions"], set(state["ready"])
 
     def run_round(
-        self,
-        round: int,
-        compute_times: np.ndarray,
-        decoder: Decoder,
-        payload: Payload,
-        failed: np.ndarray | None = None,
+        self, round: int, results: ArrivalSource, decoder: Decoder, payload: Payload
     ) -> RoundOutcome:
-        """Run ``round``: deliver its packets to ``decoder`` and recover the due job.
+        """Run ``round`` on the results of ``results``: deliver, close, recover, drain.
 
-        ``compute_times[w]`` is the time worker ``w`` computed (measured by the runtime;
-        chosen by the simulator); the delay model's draw and the latency are added here.
-        ``failed[w]`` marks a packet the runtime has no valid copy of (its worker died,
-        was stuck past the timeout, or sent non-finite values): its first transmission
-        counts as lost, and recovery asks ``payload`` for it again like any lost packet.
+        The delay model's draws and the latency are added to each compute time here.
         """
-        compute = np.asarray(compute_times, dtype=np.float64)
-        if compute.shape != (self.n,) or not np.all(np.isfinite(compute)) or np.any(compute < 0):
-            raise ValueError(
-                f"compute_times must be {self.n} finite times >= 0, got shape {compute.shape}."
-            )
-        delays, lost = self._draws(round, decoder)
-        arrival = compute + delays + self.network.latency
-        if failed is not None:
-            lost = lost | np.asarray(failed, dtype=bool)
-        close = self._close(arrival, lost)
-        delivered = ~lost & (arrival <= close)
-        order = np.argsort(arrival, kind="stable")
-        on_time = order[delivered[order]].tolist()
-        decoder.receive_many(round, on_time, [payload(round, w) for w in on_time])
-        end, recovered, sent, waited = close, [], 0, False
-        if self._waits_for_all(round, ~delivered, decoder):
-            rest = [(round, w) for w in np.flatnonzero(~delivered).tolist()]
-            end, recovered, sent, _ = self._pursue(
-                round, rest, decoder, payload, arrival, lost, close, None
-            )
-            waited = bool(rest)
+        line = _Round(self, round, self.timer(results), decoder, payload)
+        close = line.collect()
+        pursuit = Pursuit(close)
+        if self._waits_for_all(round, ~line.delivered, decoder):
+            rest = [(round, w) for w in np.flatnonzero(~line.delivered).tolist()]
+            pursuit = replace(line.pursue(rest, close, None), waited=bool(rest))
         due = round - decoder.scheme.T
         if self._needs_recovery(due, decoder):
-            end, more, more_sent, more_waited = self._recover(
-                round, due, decoder, payload, arrival, lost, end
-            )
-            recovered, sent, waited = recovered + more, sent + more_sent, waited or more_waited
-        return self._conclude(
-            round, due, decoder, end, close, compute, arrival, lost, delivered, recovered,
-            sent, waited,
-        )  # fmt: skip
+            pursuit = pursuit.then(line.recover(due, pursuit.end))
+        line.drain()
+        return self._conclude(line, due, close, pursuit)
 
     def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
         """Whether an engine runs ``round`` of a run of ``jobs`` jobs (rounds ``< jobs + T``).
@@ -252,141 +275,34 @@ class RoundProtocol:
         model.settle(round, erased if admitted else np.zeros_like(erased), decoder)
         return not admitted
 
-    def _draws(self, round: int, decoder: Decoder) -> tuple[np.ndarray, np.ndarray]:
-        """The delay model's ``(delays, lost)`` for the first transmissions of ``round``."""
-        delays = self.delay.delays(round, self.n, self.seed, decoder.scheme.load)
-        return delays, np.asarray(self.delay.lost(round, self.n, self.seed), dtype=bool)
-
     def _needs_recovery(self, due: int, decoder: Decoder) -> bool:
         """Whether the job due this round exists, is not decoded yet and is not decodable."""
         return due >= 0 and due not in self._ready and due not in decoder.decodable()
 
-    def _conclude(
-        self,
-        round: int,
-        due: int,
-        decoder: Decoder,
-        end: float,
-        close: float,
-        compute: np.ndarray,
-        arrival: np.ndarray,
-        lost: np.ndarray,
-        delivered: np.ndarray,
-        recovered: list[tuple[int, int]],
-        sent: int,
-        waited: bool,
-    ) -> RoundOutcome:
+    def _conclude(self, line: _Round, due: int, close: float, pursuit: Pursuit) -> RoundOutcome:
         """The round's outcome; advances the clock and the counters."""
-        ready = decoder.decodable()
-        delivered[[w for r, w in recovered if r == round]] = True
+        ready = line.decoder.decodable()
         self._ready.update(ready)
         self._ready.discard(due)
         outcome = RoundOutcome(
-            round=round,
+            round=line.round,
             start=self.clock,
-            duration=float(end),
+            duration=float(pursuit.end),
             close=float(close),
-            compute=compute,
-            arrival=arrival,
-            lost=lost,
-            late=~lost & (arrival > close),
-            erased=~delivered,
-            recovered=tuple(recovered),
-            retransmissions=sent,
-            waited=waited,
+            compute=line.compute,
+            arrival=line.arrival,
+            lost=line.lost,
+            late=~line.lost & (line.arrival > close),
+            erased=~line.delivered,
+            recovered=tuple(pursuit.delivered),
+            retransmissions=pursuit.sent,
+            waited=pursuit.waited,
             decodable=tuple(ready),
         )
         self.clock += outcome.duration
-        self.waits += int(waited)
-        self.retransmissions += sent
+        self.waits += int(pursuit.waited)
+        self.retransmissions += pursuit.sent
         return outcome
-
-    def _close(self, arrival: np.ndarray, lost: np.ndarray) -> float:
-        got = arrival[~lost]
-        if got.size == 0:
-            return 0.0
-        if self.network.policy == "all":
-            return float(got.max())
-        deadline = (1.0 + self.network.mu) * float(got.min())
-        return min(deadline, float(got.max())) if got.size == self.n else deadline
-
-    def _recover(
-        self,
-        round: int,
-        due: int,
-        decoder: Decoder,
-        payload: Payload,
-        arrival: np.ndarray,
-        lost: np.ndarray,
-        close: float,
-    ) -> tuple[float, list[tuple[int, int]], int, bool]:
-        """Pursue the packets the due job wants; ``(end, delivered, attempts sent, waited)``."""
-        wanted = decoder.wanted(due)
-        end, delivered, sent, done = self._pursue(
-            round, wanted, decoder, payload, arrival, lost, close,
-            lambda: due in decoder.decodable(),
-        )  # fmt: skip
-        if not done:
-            raise self._unrecoverable(round, due, len(wanted))
-        waited = any(r == round and not lost[w] for r, w in delivered)
-        return end, delivered, sent, waited
-
-    def _pursue(
-        self,
-        round: int,
-        packets: list[tuple[int, int]],
-        decoder: Decoder,
-        payload: Payload,
-        arrival: np.ndarray,
-        lost: np.ndarray,
-        close: float,
-        done: Callable[[], bool] | None,
-    ) -> tuple[float, list[tuple[int, int]], int, bool]:
-        """Pursue ``packets`` (``(round, worker)``, by priority) in parallel from ``close``.
-
-        A late packet of this round arrives at ``a_w``; a lost one, or one of an earlier
-        round, is retransmitted (module docstring, rule 4). Packets are delivered in time
-        order (ties: priority) until ``done()`` holds, or all of them with ``done=None``.
-        Returns ``(end, delivered, attempts sent before the end, whether done)``.
-        """
-        events: list[tuple[float, int, int, int]] = []  # (time, priority, round, worker)
-        resend: dict[int, list[tuple[int, int, float]]] = {}  # round -> (priority, worker, base)
-        for priority, (packet_round, worker) in enumerate(packets):
-            if packet_round == round and not lost[worker]:
-                events.append((float(arrival[worker]), priority, round, worker))
-            else:
-                base = max(close, float(arrival[worker])) if packet_round == round else close
-                resend.setdefault(packet_round, []).append((priority, worker, base))
-        attempts: list[tuple[float, int]] = []  # (base, attempts until success)
-        for packet_round, items in resend.items():
-            needed = self._attempts(round, packet_round, [w for _, w, _ in items])
-            for (priority, worker, base), k in zip(items, needed):
-                events.append((base + k * self.network.rto, priority, packet_round, worker))
-                attempts.append((base, k))
-        events.sort()
-        end, delivered, finished = close, [], done is None
-        for time, _, packet_round, worker in events:
-            decoder.receive(packet_round, worker, payload(packet_round, worker))
-            delivered.append((packet_round, worker))
-            end = max(close, time)
-            if done is not None and done():
-                finished = True
-                break
-        return end, delivered, self._sent(end, attempts), finished
-
-    @staticmethod
-    def _unrecoverable(round: int, due: int, wanted: int) -> RecoveryError:
-        return RecoveryError(
-            f"round {round}: job {due} is due but not decodable even with every packet "
-            f"the decoder wants ({wanted})."
-        )
-
-    def _sent(self, end: float, attempts: list[tuple[float, int]]) -> int:
-        """Attempts sent before ``end``: ``(base, k)`` sends at ``base + (i-1)·rto``, i <= k."""
-        return sum(
-            min(k, max(0, math.ceil((end - base) / self.network.rto - 1e-9)))
-            for base, k in attempts
-        )
 
     def _attempts(self, round: int, packet_round: int, workers: list[int]) -> np.ndarray:
         """Attempt number (1-based) of each worker's first retransmission that gets through."""
@@ -403,3 +319,176 @@ class RoundProtocol:
                     f"lost {MAX_ATTEMPTS} times in a row; the loss model never lets them through."
                 )
             count *= 2
+
+
+class _Round:
+    """One round's packets on a timeline: who came back when, who is lost, who was delivered."""
+
+    def __init__(
+        self,
+        protocol: RoundProtocol,
+        round: int,
+        timeline: Timeline,
+        decoder: Decoder,
+        payload: Payload,
+    ) -> None:
+        self.protocol = protocol
+        self.network = protocol.network
+        self.round = round
+        self.timeline = timeline
+        self.decoder = decoder
+        self.payload = payload
+        n = protocol.n
+        self.delays = protocol.delay.delays(round, n, protocol.seed, decoder.scheme.load)
+        #: First transmission lost (the delay model's draw; failures join as results come back).
+        self.lost = np.asarray(protocol.delay.lost(round, n, protocol.seed), dtype=bool).copy()
+        self.compute = np.full(n, np.nan)  # NaN: the worker's result is not back yet
+        self.arrival = np.full(n, np.nan)
+        self.delivered = np.zeros(n, dtype=bool)
+
+    def collect(self) -> float:
+        """Wait for the close (rule 2), deliver what arrived by it (rule 3); the close."""
+        close, final = self._close()
+        while not final:
+            self._wait(None if close == math.inf else close)
+            close, final = self._close()
+        while self.timeline.now() < close:
+            self._wait(close)
+        on_time = ~self.lost & (self.arrival <= close)
+        order = np.argsort(self.arrival, kind="stable")
+        workers = order[on_time[order]].tolist()
+        self.decoder.receive_many(
+            self.round, workers, [self.payload(self.round, w) for w in workers]
+        )
+        self.delivered[workers] = True
+        return close
+
+    def _close(self) -> tuple[float, bool]:
+        """Rule 2 on the results back so far: ``(close, final)``.
+
+        Not final while a result still out may change it: it is then the time to wait
+        until (``inf``: the next result), after which the rule is applied again.
+        """
+        back = ~np.isnan(self.compute)
+        got = self.arrival[back & ~self.lost]
+        settled = not (~back & ~self.lost).any()
+        if got.size == 0:
+            return (0.0, True) if settled else (math.inf, False)
+        if self.network.policy == "all":
+            return (float(got.max()), True) if settled else (math.inf, False)
+        first = float(got.min())
+        deadline = (1.0 + self.network.mu) * first
+        if settled:
+            return (min(deadline, float(got.max())) if got.size == len(back) else deadline), True
+        now = self.timeline.now()
+        if first > now:  # a result still out may arrive before it
+            return first, False
+        return deadline, now >= deadline
+
+    def _wait(self, until: float | None) -> list[int]:
+        """Advance the timeline to ``until`` (``None``: the next results); who came back."""
+        if until is None and not self.timeline.pending():
+            raise self._missing()
+        workers, compute, failed = self.timeline.wait(until)
+        if workers.size:
+            self.compute[workers] = compute
+            self.arrival[workers] = compute + self.delays[workers] + self.network.latency
+            self.lost[workers] |= failed
+        return workers.tolist()
+
+    def drain(self) -> None:
+        """Collect the results still out (outside the duration): every arrival is known."""
+        while self.timeline.pending():
+            self._wait(None)
+        if np.isnan(self.compute).any():
+            raise self._missing()
+
+    def _missing(self) -> ValueError:
+        """The source has nothing left, yet some workers never came back (a source's bug)."""
+        missing = np.flatnonzero(np.isnan(self.compute)).tolist()
+        return ValueError(f"round {self.round}: no result from workers {missing}, none pending.")
+
+    def deliver(self, packet_round: int, worker: int) -> None:
+        self.decoder.receive(packet_round, worker, self.payload(packet_round, worker))
+        if packet_round == self.round:
+            self.delivered[worker] = True
+
+    def recover(self, due: int, start: float) -> Pursuit:
+        """Pursue what the due job wants from ``start`` until it decodes (rule 4)."""
+        wanted = self.decoder.wanted(due)
+        pursuit = self.pursue(wanted, start, lambda: due in self.decoder.decodable())
+        if not pursuit.done:
+            raise RecoveryError(
+                f"round {self.round}: job {due} is due but not decodable even with every "
+                f"packet the decoder wants ({len(wanted)})."
+            )
+        late = any(r == self.round and not self.lost[w] for r, w in pursuit.delivered)
+        return replace(pursuit, waited=late)
+
+    def pursue(
+        self, packets: list[tuple[int, int]], start: float, done: Callable[[], bool] | None
+    ) -> Pursuit:
+        """Pursue ``packets`` (``(round, worker)``, by priority) in parallel from ``start``.
+
+        A late packet of this round arrives at ``a_w``; a lost one, or one of an earlier
+        round, is retransmitted (module docstring, rule 4); one whose result is still out
+        is scheduled when it comes back. Packets are delivered in time order (ties:
+        priority) until ``done()`` holds, or all of them with ``done=None``. Attempts
+        count up to the last delivery's scheduled time, not the driver's lag.
+        """
+        events: list[tuple[float, int, int, int]] = []  # (time, priority, round, worker)
+        attempts: list[tuple[float, int]] = []  # (base, attempts until success)
+        awaited: dict[int, int] = {}  # worker -> priority: this round's, result not back yet
+
+        def schedule(items: list[tuple[int, int, int]]) -> None:
+            """Queue ``(priority, round, worker)``: waited for, retransmitted, or awaited."""
+            resend: dict[int, list[tuple[int, int, float]]] = {}  # round -> (prio, worker, base)
+            for priority, packet_round, worker in items:
+                this_round = packet_round == self.round
+                if this_round and np.isnan(self.compute[worker]):
+                    awaited[worker] = priority
+                elif this_round and not self.lost[worker]:  # late: wait for it
+                    events.append((float(self.arrival[worker]), priority, packet_round, worker))
+                else:
+                    base = max(start, float(self.arrival[worker])) if this_round else start
+                    resend.setdefault(packet_round, []).append((priority, worker, base))
+            self._retransmit(resend, events, attempts)
+            heapq.heapify(events)
+
+        schedule([(priority, r, w) for priority, (r, w) in enumerate(packets)])
+        delivered: list[tuple[int, int]] = []
+        last = start
+        while True:
+            now = self.timeline.now()
+            while events and events[0][0] <= now:
+                time, _, packet_round, worker = heapq.heappop(events)
+                self.deliver(packet_round, worker)
+                delivered.append((packet_round, worker))
+                last = max(last, time)
+                if done is not None and done():
+                    return Pursuit(self.timeline.now(), delivered, self._sent(last, attempts))
+            if not events and not awaited:
+                end = self.timeline.now()
+                return Pursuit(end, delivered, self._sent(last, attempts), done=done is None)
+            back = self._wait(events[0][0] if events else None)
+            if awaited and back:
+                schedule([(awaited.pop(w), self.round, w) for w in back if w in awaited])
+
+    def _retransmit(
+        self,
+        resend: dict[int, list[tuple[int, int, float]]],
+        events: list[tuple[float, int, int, int]],
+        attempts: list[tuple[float, int]],
+    ) -> None:
+        """Queue the retransmissions ``resend`` (round -> ``(priority, worker, base)``)."""
+        rto = self.network.rto
+        for packet_round, items in resend.items():
+            needed = self.protocol._attempts(self.round, packet_round, [w for _, w, _ in items])
+            for (priority, worker, base), k in zip(items, needed):
+                events.append((base + k * rto, priority, packet_round, worker))
+                attempts.append((base, k))
+
+    def _sent(self, end: float, attempts: list[tuple[float, int]]) -> int:
+        """Attempts sent before ``end``: ``(base, k)`` sends at ``base + (i-1)·rto``, i <= k."""
+        rto = self.network.rto
+        return sum(min(k, max(0, math.ceil((end - base) / rto - 1e-9))) for base, k in attempts)

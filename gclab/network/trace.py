@@ -1,7 +1,7 @@
 """``trace``: replay measured per-worker durations, rescaled to the scheme's load.
 
 A trace is an ``.npz`` with ``durations`` (float64, workers × rounds, seconds) and,
-optionally, ``load`` (the load it was recorded at; see ``../shared/traces/README.md``).
+optionally, ``load`` (the load it was recorded at; docs/design.md, "Time and network model").
 Worker ``w`` in round ``r`` is delayed by
 
     durations[w, r] + (L − base_load)·slope        (clipped at 0)

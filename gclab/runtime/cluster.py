@@ -28,12 +28,11 @@ class Cluster:
     and ``bf16`` (autocast of the workers' forward pass): :mod:`gclab.runtime.devices`.
     ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
     1 by default, since a second thread mostly spins against the workers on a busy
-    machine (bench/overhead.py measured decode+step 36-56 ms with 2 threads, 4.5 ms
-    with 1). ``timeout``: seconds a round may take from its start: actors still busy then
-    are taken as stuck, restarted, and their packets erased; also how long the actors
-    may take to come up (at least a minute when they fit: :mod:`gclab.runtime.pool`).
-    ``placement``: ``pack`` or ``spread`` the actors over Ray's nodes
-    (:mod:`gclab.runtime.placement`).
+    machine (bench/overhead.py; BENCHMARKS.md, "Where the time goes"). ``timeout``:
+    seconds a round may take from its start: actors still busy then are taken as stuck,
+    restarted, and their packets erased; also how long the actors may take to come up
+    (at least a minute when they fit: :mod:`gclab.runtime.pool`). ``placement``:
+    ``pack`` or ``spread`` the actors over Ray's nodes (:mod:`gclab.runtime.placement`).
     ``address=None`` starts a private local Ray bound to loopback, without the
     dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
     otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one

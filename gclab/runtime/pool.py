@@ -1,7 +1,8 @@
 """The worker actors of a run, and what the server does when they fail.
 
-A round's packets come back through ``ray.wait`` (:class:`PendingRound`: all at once for
-the virtual clock, actor by actor for the wall clock). Every round has an absolute
+A round's packets come back through ``ray.wait`` (:class:`PendingRound`, the round
+protocol's arrival source: all at once for the virtual clock, actor by actor for the
+wall clock). Every round has an absolute
 deadline, ``cluster.timeout`` seconds after its calls went out, whether or not any actor
 answered: an actor still busy then is killed and restarted, so neither it nor its
 backlog can hold up the run. An actor that died (Ray restarts it), a stuck one, or a
@@ -61,9 +62,9 @@ class Round(Protocol):
 
     def pending(self) -> bool: ...
 
-    def wait(self, timeout: float | None) -> list[tuple[int, bool]]: ...
+    def wait(self, timeout: float | None) -> list[int]: ...
 
-    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]: ...
+    def seconds(self, workers: np.ndarray) -> np.ndarray: ...
 
 
 class Pool(Protocol):
@@ -280,9 +281,9 @@ def shortfall(
 class PendingRound:
     """One round's actor calls in flight, and the reports and failures they came back with.
 
-    It is the wall clock's arrival source (:class:`gclab.network.wallclock.ArrivalSource`):
+    It is the round protocol's arrival source (:class:`gclab.network.clock.ArrivalSource`):
     :meth:`wait` hands over each actor's logical workers as soon as the actor answers.
-    The virtual clock calls :meth:`finish` and needs them all first.
+    The virtual clock takes them all first, with the compute times the workers measured.
     """
 
     def __init__(self, pool: WorkerPool, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> None:
@@ -304,8 +305,8 @@ class PendingRound:
         """Whether some actor has not answered yet."""
         return bool(self.calls)
 
-    def wait(self, timeout: float | None) -> list[tuple[int, bool]]:
-        """The next actor's workers, each with whether its packet failed; ``[]`` on a timeout.
+    def wait(self, timeout: float | None) -> list[int]:
+        """The next actor's workers (:attr:`failed` marks theirs); ``[]`` on a timeout.
 
         At the round's deadline every actor still busy is killed (Ray restarts it) and
         its calls are answered as failed.
@@ -347,17 +348,15 @@ class PendingRound:
                     pool._failed_host(i, r)
         return self._answered([i])
 
-    def _answered(self, hosts: list[int]) -> list[tuple[int, bool]]:
+    def _answered(self, hosts: list[int]) -> list[int]:
         """Mark the failed packets of the actors ``hosts``, which are done with this round."""
         workers = [w for i in hosts for w in self.pool.groups[i]]
         self.failed[workers] |= self.pool.unusable_until[workers] >= self.r
-        return [(w, bool(self.failed[w])) for w in workers]
+        return workers
 
-    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]:
-        """Wait for every actor; the reports and the mask of failed packets."""
-        while self.calls:
-            self.wait(None)
-        return self.reports, self.failed
+    def seconds(self, workers: np.ndarray) -> np.ndarray:
+        """The compute times ``workers`` reported (0 for one that sent no report)."""
+        return np.array([self.reports[w].seconds if w in self.reports else 0.0 for w in workers])
 
 
 def _started_on(hosts: list) -> list[str]:

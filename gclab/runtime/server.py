@@ -3,10 +3,10 @@
 Per round: broadcast the weights once (``ray.put``), every actor computes and encodes
 its logical workers' tasks, the round protocol decides which packets arrive in time,
 the scheme's decoder turns them into gradients, and the optimizer steps in job order.
-With ``network.clock=virtual`` the protocol runs once every actor has answered, on
-their measured compute times plus the modelled delays and losses; with
-``network.clock=wall`` it runs while they answer, as a real delay line
-(:mod:`gclab.network.wallclock`).
+The protocol takes the round's actor calls as its arrival source: with
+``network.clock=virtual`` it waits for every actor and runs on their measured compute
+times plus the modelled delays and losses; with ``network.clock=wall`` it runs while
+they answer, as a real delay line (:mod:`gclab.network.clock`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
 from gclab.ml.optim import StaleLR, stale_weight
 from gclab.network.protocol import RoundProtocol
-from gclab.network.wallclock import WallClockProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
@@ -138,7 +137,8 @@ class ParameterServer:
         """Models, optimizers and schedules for the checkpoint.
 
         ``model``/``optimizer`` are model 0's (the only one unless interleaved), the keys
-        DESIGN.md promises; ``models``/``optimizers``/``schedulers`` hold all of them;
+        docs/design.md (architecture) names; ``models``/``optimizers``/``schedulers`` hold
+        all of them;
         ``pending`` the decoded gradients still waiting for an earlier job (T > 0).
         """
         return {
@@ -233,13 +233,8 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
                     packets[rr, w] = pool.refetch(rr, w, state_ref, tasks)
             return packets[rr, w]
 
-        if isinstance(plan.protocol, WallClockProtocol):
-            outcome = plan.protocol.run_wall_round(r, calls, decoder, payload, start=calls.sent)
-            reports, failed = calls.reports, calls.failed
-        else:
-            reports, failed = calls.finish()
-            compute = [reports[w].seconds if w in reports else 0.0 for w in range(scheme.n)]
-            outcome = plan.protocol.run_round(r, np.array(compute), decoder, payload, failed)
+        outcome = plan.protocol.run_round(r, calls, decoder, payload)
+        reports, failed = calls.reports, calls.failed
         packets.update({(r, w): rep.packet for w, rep in reports.items() if not failed[w]})
         # decode latency: coefficient lookup + combine, not the optimizer step
         decode_start = time.perf_counter()
@@ -322,7 +317,7 @@ def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> Worke
     cluster = plan.cluster
     cluster.connect()
     shard_refs = [ray.put(shard) for shard in shards]
-    groups = cluster.groups(one_per_worker=isinstance(plan.protocol, WallClockProtocol))
+    groups = cluster.groups(one_per_worker=plan.protocol.network.clock == "wall")
     placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)
     return WorkerPool(
         spec, groups, shard_refs, placement, cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}"

@@ -24,7 +24,7 @@ import numpy as np
 
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
-from gclab.network import DelayModel, NetworkConfig, RoundProtocol
+from gclab.network import DelayModel, Finished, NetworkConfig, RoundProtocol
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def simulate(
     for r in range(jobs + scheme.T):
         if not protocol.runs(r, jobs, decoder):
             continue
-        out = protocol.run_round(r, compute, decoder, _symbolic)
+        out = protocol.run_round(r, Finished(compute), decoder, _symbolic)
         for job in out.decodable:
             decoder.decode(job)
         index.append(r)

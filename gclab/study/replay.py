@@ -36,7 +36,7 @@ import gclab.config  # noqa: F401  (registers every schema, so the configs insta
 from gclab.app import config_text
 from gclab.coding.base import Scheme
 from gclab.config import Pipeline
-from gclab.network.protocol import NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.tracking.artifacts import read_metrics
 from gclab.tracking.loggers import Logger
@@ -86,7 +86,7 @@ def replay_rounds(
     r = 0
     while r < len(compute) or next_job <= until:
         row = compute[min(r, len(compute) - 1)]
-        outcome = protocol.run_round(r, row, decoder, _symbolic)
+        outcome = protocol.run_round(r, Finished(row), decoder, _symbolic)
         decoded = [j for j in outcome.decodable if j < num_jobs]
         for job in decoded:
             decoder.decode(job)

@@ -7,10 +7,24 @@ import itertools
 import numpy as np
 import pytest
 
+from gclab.coding.base import SCHEMES, LinearScheme
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR
-from helpers.coding import decodable_in_principle, decode, packets, partials, relative_error
+from helpers.coding import (
+    builtin_schemes,
+    decodable_in_principle,
+    decode,
+    packets,
+    partials,
+    relative_error,
+)
 from helpers.coding import schemes as all_schemes
+
+
+def test_every_built_in_static_scheme_is_enumerated() -> None:
+    """``helpers.coding.schemes`` yields every built-in static code, so the tests below do."""
+    static = {name for name in builtin_schemes() if issubclass(SCHEMES[name], LinearScheme)}
+    assert {scheme.name for scheme in all_schemes(8)} == static
 
 
 @pytest.mark.parametrize("n", range(1, 9))

@@ -2,14 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme, Task
+from gclab.coding.base import SCHEMES, LinearScheme, Task
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
 from gclab.coding.uncoded import Uncoded
+
+V = TypeVar("V")
+
+
+def builtin_schemes() -> list[str]:
+    """Names of the built-in schemes (classes defined in gclab), sorted.
+
+    Scheme modules a test writes elsewhere (the toy scheme) register too; they are left out.
+    """
+    return sorted(name for name, cls in SCHEMES.items() if cls.__module__.startswith("gclab."))
+
+
+def every_scheme(table: Mapping[str, V]) -> dict[str, V]:
+    """``table`` (per-scheme settings, by name) in name order, if it names every built-in scheme.
+
+    Fails at collection when a built-in scheme is missing, so a new scheme cannot be left
+    out of a test that means "every scheme" without a decision in its table.
+    """
+    missing = [name for name in builtin_schemes() if name not in table]
+    if missing:
+        raise AssertionError(f"no entry for the built-in schemes {missing}: add them to the table.")
+    return {name: table[name] for name in sorted(table)}
 
 
 def schemes(n: int) -> Iterator[LinearScheme]:

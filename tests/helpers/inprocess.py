@@ -72,17 +72,15 @@ class InProcessRound:
     def pending(self) -> bool:
         return bool(self.todo)
 
-    def wait(self, timeout: float | None) -> list[tuple[int, bool]]:
+    def wait(self, timeout: float | None) -> list[int]:
         i = self.todo.pop(0)
         group = self.pool.groups[i]
         plans = {w: self.tasks[w] for w in group}
         self.reports.update(self.pool.hosts[i].run_round(self.r, self.state, plans))
-        return [(w, False) for w in group]
+        return group
 
-    def finish(self) -> tuple[dict[int, WorkerReport], np.ndarray]:
-        while self.todo:
-            self.wait(None)
-        return self.reports, self.failed
+    def seconds(self, workers: np.ndarray) -> np.ndarray:
+        return np.array([self.reports[w].seconds for w in workers])
 
 
 def in_process(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> InProcessPool:

@@ -1,11 +1,14 @@
-"""Hand-made delay models and schemes that drive the round protocol through exact patterns."""
+"""Hand-made delay models, schemes and clocks that drive the round protocol through exact
+patterns."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from gclab.coding.base import Decoder, LinearScheme, Part, Plan, Scheme, Task
-from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.base import DelayModel
 
 
@@ -38,8 +41,8 @@ class Scripted(DelayModel):
 
 
 class FractionalRepetition(LinearScheme):
-    """FR with n=4, s=1 (docs/design.md, test vector 1), local to the tests so that they
-    need no other scheme."""
+    """FR with n=4, s=1 (groups {0, 1} and {2, 3}), local to the tests so they need no other
+    scheme."""
 
     name = "test_fr"
 
@@ -52,18 +55,53 @@ def no_payload(round: int, worker: int) -> None:
     return None
 
 
-def run(
-    scheme: Scheme, model: DelayModel, rounds: int = 1, compute: float = 0.0, **network: object
-) -> tuple[RoundProtocol, list[RoundOutcome]]:
-    protocol = RoundProtocol(NetworkConfig(**network), model, scheme.n, seed=0)
-    decoder = scheme.decoder()
-    outcomes = []
-    for r in range(rounds):
-        out = protocol.run_round(r, np.full(scheme.n, compute), decoder, no_payload)
-        for job in out.decodable:
-            decoder.decode(job)
-        outcomes.append(out)
-    return protocol, outcomes
+class FakeTime:
+    """Time that passes only when slept on: ``WallClock(fake.monotonic, fake.sleep)``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class Scheduled:
+    """An arrival source whose worker ``w`` comes back ``compute[w]`` seconds after it is made.
+
+    It waits with ``monotonic`` and ``sleep``: real time by default, or a :class:`FakeTime`.
+    """
+
+    def __init__(
+        self,
+        compute: list[float],
+        failed: tuple[int, ...] = (),
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.monotonic, self.sleep = monotonic, sleep
+        self.sent = monotonic()
+        self.compute = np.asarray(compute, dtype=float)
+        self.due = sorted((c, w) for w, c in enumerate(compute))
+        self.failed = np.array(mask(*failed, n=len(compute)))
+
+    def pending(self) -> bool:
+        return bool(self.due)
+
+    def wait(self, timeout: float | None) -> list[int]:
+        until = self.sent + self.due[0][0]
+        if timeout is not None:
+            until = min(until, self.monotonic() + timeout)
+        self.sleep(max(0.0, until - self.monotonic()))
+        back = []
+        while self.due and self.sent + self.due[0][0] <= self.monotonic():
+            back.append(self.due.pop(0)[1])
+        return back
+
+    def seconds(self, workers: np.ndarray) -> np.ndarray:
+        return self.compute[workers]
 
 
 def mask(*workers: int, n: int = 4) -> list[bool]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gclab.coding.base import Scheme
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundProtocol
 
 
 def job_partials(scheme: Scheme, jobs: int, length: int, seed: int) -> np.ndarray:
@@ -103,7 +103,9 @@ def real_run(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int
         for w in range(scheme.n):
             mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
             sent[r, w] = encoders[w].encode(r, mine)
-        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: sent[rr, w])
+        out = protocol.run_round(
+            r, Finished(np.zeros(scheme.n)), decoder, lambda rr, w: sent[rr, w]
+        )
         for job in out.decodable:
             got = decoder.decode(job)
             if job < jobs:
@@ -121,7 +123,7 @@ def symbolic_decode_rounds(scheme: Scheme, delay, network: NetworkConfig, jobs: 
     for r in range(jobs + scheme.T):
         if not protocol.runs(r, jobs, decoder):
             continue
-        out = protocol.run_round(r, np.zeros(scheme.n), decoder, lambda rr, w: None)
+        out = protocol.run_round(r, Finished(np.zeros(scheme.n)), decoder, lambda rr, w: None)
         for job in out.decodable:
             decoder.decode(job)
             if job < jobs:

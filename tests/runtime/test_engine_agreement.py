@@ -1,4 +1,4 @@
-"""Principle 1 of docs/design.md: the Ray runtime and the simulator see the same rounds.
+"""The Ray runtime and the simulator see the same rounds (docs/design.md, architecture).
 
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the
@@ -13,31 +13,27 @@ import pytest
 from hydra.utils import instantiate
 
 from gclab.app import run
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import Finished, NetworkConfig, RoundProtocol
 from gclab.sim.engine import simulate
 from gclab.tracking.artifacts import read_metrics
+from helpers.coding import builtin_schemes
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
 
-SCHEMES = [
-    ["scheme=uncoded"],
-    ["scheme=classic_cr", "scheme.s=1"],
-    ["scheme=pipelined_cr", "scheme.s=1", "scheme.T=1"],
-    ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2"],
-    ["scheme=sr_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=2"],
-    ["scheme=m_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=1"],
-]
+#: Settings that differ from a scheme's defaults; every built-in scheme runs.
+OVERRIDES = {"pipelined_cr": ["scheme.T=1"], "m_sgc": ["scheme.lam=1"]}
+SCHEMES = {name: [f"scheme={name}", *OVERRIDES.get(name, [])] for name in builtin_schemes()}
 
 
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
-@pytest.mark.parametrize("scheme", SCHEMES, ids=lambda s: s[0].split("=")[1])
+@pytest.mark.parametrize("scheme", SCHEMES)
 def test_runtime_and_simulator_agree_round_by_round(tmp_path, scheme, recovery):
-    check_agreement(tmp_path, scheme, recovery, in_process)
+    check_agreement(tmp_path, SCHEMES[scheme], recovery, in_process)
 
 
 @pytest.mark.slow
 def test_on_ray_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path):
-    check_agreement(tmp_path, SCHEMES[2], "decodable", None)  # pipelined_cr
+    check_agreement(tmp_path, SCHEMES["pipelined_cr"], "decodable", None)
 
 
 def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
@@ -59,7 +55,8 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
     protocol = RoundProtocol(network, instantiate(cfg.delay), 4, seed=3)
     decoder = scheme_obj.decoder()  # symbolic, as in the simulator
     for record in rounds:
-        out = protocol.run_round(record["round"], np.array(record["compute_s"]), decoder, _none)
+        compute = Finished(np.array(record["compute_s"]))
+        out = protocol.run_round(record["round"], compute, decoder, _none)
         decoded = [decoder.decode(job) for job in out.decodable if job < 10]
         assert record["jobs_decoded"] == len(decoded)
         assert record["decode_delays"] == [record["round"] - j for j in out.decodable if j < 10]

@@ -15,8 +15,7 @@ import math
 import pytest
 from hydra.utils import instantiate
 
-from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
-from gclab.network.wallclock import WallClockProtocol
+from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -41,18 +40,19 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(tmp_path, monkeypatch, sc
         [*TINY, *scheme, "cluster.workers=4", "train.rounds=6", f"seed={SEED}", *DELAY, *WALL]
     )
     outcomes: list[RoundOutcome] = []
-    wall_round = WallClockProtocol.run_wall_round
+    run_round = RoundProtocol.run_round
 
     def recording(self, *args, **kwargs) -> RoundOutcome:
-        outcomes.append(wall_round(self, *args, **kwargs))
+        outcomes.append(run_round(self, *args, **kwargs))
         return outcomes[-1]
 
-    monkeypatch.setattr(WallClockProtocol, "run_wall_round", recording)
+    monkeypatch.setattr(RoundProtocol, "run_round", recording)
     weights = trained_weights(cfg, tmp_path, in_process)
+    monkeypatch.undo()  # the virtual replay below runs rounds too
     records = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
     scheme_obj = instantiate(cfg.scheme, n=4)
     delay = instantiate(cfg.delay)
-    replay = RoundProtocol(NetworkConfig(**cfg.network), delay, 4, SEED)
+    replay = RoundProtocol(NetworkConfig(**{**cfg.network, "clock": "virtual"}), delay, 4, SEED)
     decoder = scheme_obj.decoder()  # symbolic: the virtual clock on the measured compute times
     assert len(records) == len(outcomes) == 6 + scheme_obj.T
     for record, out in zip(records, outcomes):
@@ -60,7 +60,7 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(tmp_path, monkeypatch, sc
         assert list(out.lost) == list(delay.lost(r, 4, SEED))  # really dropped, as modelled
         assert record["round_time"] == out.duration and record["lost"] == out.lost.sum()
         assert record["compute_s"] == out.compute.tolist()
-        virtual = replay.run_round(r, out.compute, decoder, lambda rr, w: None)
+        virtual = replay.run_round(r, Finished(out.compute), decoder, lambda rr, w: None)
         for job in virtual.decodable:
             decoder.decode(job)
         assert out.duration >= virtual.duration - 1e-9

@@ -3,9 +3,10 @@
 :func:`papers_rule` restates docs/simulator.md's ``wait_all`` rules as plain loops (the
 stragglers of a round are the packets later than (1+μ)·fastest; an admitted round lasts
 min((1+μ)·fastest, slowest), a rejected one the slowest and counts a wait; SR-SGC skips
-drain rounds whose job is decodable; M-SGC and the GC family run every round), with each
-scheme's straggler model written independently of gclab's classes. The engine must give
-the same duration in every round, for every scheme and a spread of parameters.
+drain rounds whose job is decodable; M-SGC and the codes with one job per round run every
+round), with each scheme's straggler model written independently of gclab's classes. The
+engine must give the same duration in every round, for every scheme in :data:`SETTINGS`
+(which must name every built-in scheme) and a spread of parameters.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.base import SCHEMES
+from gclab.coding.classic import ClassicCR
 from gclab.coding.sgc import MSGC, SRSGC
-from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
 from gclab.sim.engine import simulate
+from helpers.coding import every_scheme
 
 N, ROUNDS, JOBS, SLOPE, MU = 8, 14, 10, 2.0, 1.0
 
@@ -54,13 +56,12 @@ def bursty(marks: dict[int, np.ndarray], late: np.ndarray, r: int, B: int, W: in
 
 def papers_rule(delays: np.ndarray, name: str, p: dict[str, int]) -> tuple[list[float], int]:
     """Round durations (rounds that run) and waits under the papers' wait-for-all rule."""
-    if name in ("uncoded", "classic_cr", "classic_fr"):
-        s = p.get("s", 0)
-        groups = N // (s + 1)
+    if name not in ("sr_sgc", "m_sgc"):  # one job per round: GC, CCE, uncoded, ignore
+        s, m = p.get("s", 0), p.get("m", 1)
 
         def admits(late: np.ndarray) -> bool:
-            if name == "classic_fr":
-                return bool((~late).reshape(groups, s + 1).any(axis=1).all())
+            if name.endswith("_fr"):  # every group of s + m keeps m members
+                return bool(((~late).reshape(-1, s + m).sum(axis=1) >= m).all())
             return int(late.sum()) <= s
 
         out, waits = [], 0
@@ -112,26 +113,37 @@ def papers_rule(delays: np.ndarray, name: str, p: dict[str, int]) -> tuple[list[
     return out, waits
 
 
-CASES = [
-    ("uncoded", Uncoded, {}),
-    *[("classic_cr", ClassicCR, {"s": s}) for s in (1, 2, 3)],
-    *[("classic_fr", ClassicFR, {"s": s}) for s in (1, 3)],
-    *[
-        ("sr_sgc", SRSGC, {"B": B, "W": W, "lam": lam})
-        for B, W in ((1, 2), (1, 3), (2, 3), (2, 5))
-        for lam in (1, 2, 3, 5)
-    ],
-    *[
-        ("m_sgc", MSGC, {"B": B, "W": W, "lam": lam})
-        for B, W in ((1, 2), (1, 3), (2, 3), (1, 4))
-        for lam in (1, 2, 4)
-    ],
-]
+#: Parameter settings per built-in scheme. The codes across time have none: the papers'
+#: wait-for-all rule is for codes with one job per round and SGC; their straggler model (the
+#: exact predicate of each job's window) is tested in tests/coding/test_pipelined.py.
+SETTINGS = every_scheme(
+    {
+        "uncoded": [{}],
+        "ignore_stragglers": [{"s": s} for s in (1, 3)],
+        "classic_cr": [{"s": s} for s in (1, 2, 3)],
+        "classic_fr": [{"s": s} for s in (1, 3)],
+        "cce_cr": [{"s": s, "m": m} for s in (1, 2) for m in (1, 2)],
+        "cce_fr": [{"s": 1, "m": 1}, {"s": 1, "m": 3}, {"s": 2, "m": 2}],
+        "sr_sgc": [
+            {"B": B, "W": W, "lam": lam}
+            for B, W in ((1, 2), (1, 3), (2, 3), (2, 5))
+            for lam in (1, 2, 3, 5)
+        ],
+        "m_sgc": [
+            {"B": B, "W": W, "lam": lam}
+            for B, W in ((1, 2), (1, 3), (2, 3), (1, 4))
+            for lam in (1, 2, 4)
+        ],
+        "pipelined_cr": [],
+        "pipelined_fr": [],
+    }
+)
+CASES = [(name, params) for name, settings in SETTINGS.items() for params in settings]
 
 
-@pytest.mark.parametrize(("name", "make", "params"), CASES, ids=[f"{c[0]}-{c[2]}" for c in CASES])
-def test_wait_all_follows_the_papers_rules(trace: Path, name: str, make, params: dict) -> None:
-    scheme = make(N, **params)
+@pytest.mark.parametrize(("name", "params"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_wait_all_follows_the_papers_rules(trace: Path, name: str, params: dict) -> None:
+    scheme = SCHEMES[name](N, **params)
     model = Trace(str(trace), slope=SLOPE)
     result = simulate(scheme, model, NetworkConfig(mu=MU, recovery="wait_all"), JOBS, seed=0)
     delays = np.load(trace)["durations"] + scheme.load * SLOPE
