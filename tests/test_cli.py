@@ -3,13 +3,13 @@ and what the command line prints when a run fails (:mod:`gclab.cli`)."""
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import time
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
@@ -17,7 +17,8 @@ from gclab import CONF_DIR
 from gclab.cli import one_line, other_app
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY
-from helpers.net import free_port, ray_head
+from helpers.net import free_port
+from helpers.raycluster import ray_cluster
 
 REPO = CONF_DIR.parents[1]
 
@@ -129,51 +130,83 @@ def test_help_lists_the_config_groups():
 
 @pytest.mark.slow
 def test_cluster_ray_joins_a_real_head_node(tmp_path):
-    with ray_head(num_cpus=2) as (port, auth):
-        deadline = time.time() + 60
-        proc = None
-        while time.time() < deadline:
+    with ray_cluster(2) as (address, auth):
+        proc = gclab(
+            *TINY, "cluster=ray", f"cluster.address={address}", "cluster.workers=2",
+            "cluster.worker_cpus=0.5", f"hydra.run.dir={tmp_path / 'run'}", env=auth,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["nodes"] == 1
+
+
+@pytest.mark.slow
+def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path):
+    """Two Ray nodes of 2 CPUs: both actors fit on one, so only ``spread`` uses both."""
+    runs = {}
+    with ray_cluster(2, 2) as (address, auth):
+        for placement in ("spread", "pack"):
+            out = tmp_path / placement
             proc = gclab(
-                *TINY, "cluster=ray", f"cluster.address=127.0.0.1:{port}", "cluster.workers=2",
-                "cluster.worker_cpus=0.5", f"hydra.run.dir={tmp_path / 'run'}", env=auth,
+                *TINY, "cluster=ray", f"cluster.address={address}", "cluster.workers=4",
+                "cluster.actors=2", "cluster.worker_cpus=0.5", f"cluster.placement={placement}",
+                f"hydra.run.dir={out}", env=auth,
             )  # fmt: skip
-            if proc.returncode == 0 or "no Ray cluster answered" not in proc.stderr:
-                break
-            time.sleep(2)  # the head may still be starting
-        assert proc is not None and proc.returncode == 0, proc.stderr[-3000:]
-        assert (tmp_path / "run" / "summary.json").is_file()
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            runs[placement] = json.loads((out / "summary.json").read_text())["nodes"]
+    assert runs == {"spread": 2, "pack": 1}
+    spread = load_checkpoint(tmp_path / "spread" / "checkpoint.pt")["model"]
+    pack = load_checkpoint(tmp_path / "pack" / "checkpoint.pt")["model"]
+    assert all(torch.equal(spread[k], pack[k]) for k in spread)
+
+
+#: Holds ``argv[2]`` CPUs of the cluster at ``argv[1]`` until the cluster stops.
+HOLD_CPUS = """
+import sys, ray
+from ray.util.placement_group import placement_group
+ray.init(address=sys.argv[1], log_to_driver=False)
+group = placement_group([{"CPU": float(sys.argv[2])}], lifetime="detached")
+ray.get(group.ready(), timeout=120)
+"""
+
+
+def refusal(run_dir, *overrides: str, env: dict[str, str]) -> str:
+    """The one line of a run that ended before round 0 (exit 2, no traceback, no round)."""
+    proc = gclab(*TINY, *overrides, f"hydra.run.dir={run_dir}", env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    metrics = run_dir / "metrics.jsonl"
+    assert not metrics.exists() or metrics.read_text() == ""  # no round ran
+    return proc.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.slow
 def test_workers_a_cluster_cannot_host_end_the_run_before_round_0_in_one_sentence(tmp_path):
-    """4 actors of 1 CPU each on a 1-CPU node: the run stops at the start-up deadline.
-
-    They do not fit in what the cluster has free, so the deadline is cluster.timeout.
-    """
-    with ray_head(num_cpus=1) as (port, auth):
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            start = time.monotonic()
-            proc = gclab(
-                *TINY, "cluster=ray", f"cluster.address=127.0.0.1:{port}", "cluster.workers=4",
-                "cluster.actors=4", "cluster.timeout=10", f"hydra.run.dir={tmp_path}", env=auth,
-            )  # fmt: skip
-            if "no Ray cluster answered" not in proc.stderr:
-                break
-            time.sleep(2)  # the head may still be starting
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    line = proc.stderr.strip().splitlines()[-1]
-    assert re.fullmatch(
-        r"gclab: error: [34] of the 4 worker actors did not start within 10 s: "
-        r"they ask for 4 CPUs \(cluster\.actors=4 x cluster\.worker_cpus=1\) while the Ray "
-        r"cluster had 1 of its 1 CPU free; lower cluster\.worker_cpus/worker_gpus or "
-        r"cluster\.actors, or add nodes\.",
-        line,
-    ), line
-    assert "Traceback" not in proc.stderr
-    metrics = tmp_path / "metrics.jsonl"
-    assert not metrics.exists() or metrics.read_text() == ""  # no round ran
-    assert time.monotonic() - start < 120  # the deadline, not a wait for resources
+    """On a 2-CPU node: 4 actors of 1 CPU are more than it has, refused at once; 2 such
+    actors while another client holds both CPUs wait for them until cluster.timeout."""
+    with ray_cluster(2) as (address, auth):
+        ray = ["cluster=ray", f"cluster.address={address}", "cluster.timeout=10"]
+        start = time.monotonic()
+        never = refusal(tmp_path / "never", *ray, "cluster.workers=4", "cluster.actors=4",
+                        env=auth)  # fmt: skip
+        subprocess.run(
+            [sys.executable, "-c", HOLD_CPUS, address, "2"],
+            check=True, capture_output=True, timeout=180, env={**os.environ, **auth},
+        )  # fmt: skip
+        busy = refusal(tmp_path / "busy", *ray, "cluster.workers=2", "cluster.actors=2",
+                       env=auth)  # fmt: skip
+    assert never == (
+        "gclab: error: the worker actors can never start: they ask for 4 CPUs "
+        "(cluster.actors=4 x cluster.worker_cpus=1) while the Ray cluster has 2 CPUs "
+        "(at most 2 on one node); lower cluster.worker_cpus/worker_gpus or "
+        "cluster.actors, or add nodes."
+    )
+    assert busy == (
+        "gclab: error: 2 of the 2 worker actors did not start within 10 s: they ask for "
+        "2 CPUs (cluster.actors=2 x cluster.worker_cpus=1) while the Ray cluster had "
+        "0 of its 2 CPUs free; lower cluster.worker_cpus/worker_gpus or "
+        "cluster.actors, or add nodes."
+    )
+    assert time.monotonic() - start < 180  # the deadline, not a wait for resources
 
 
 @pytest.mark.slow
@@ -199,6 +232,20 @@ def test_sweep_reports_a_failing_job_and_finishes_the_others(tmp_path):
     assert json.loads((good / "summary.json").read_text())["jobs"] == 2
     assert "cluster.workers=0 is invalid" in (bad / "error.txt").read_text()
     assert not (bad / "summary.json").exists() and not (good / "error.txt").exists()
+
+
+@pytest.mark.slow
+def test_sweep_over_schemes_with_a_shared_key_runs_every_job_with_it(tmp_path):
+    proc = gclab(
+        "-m", *TINY, "train.rounds=2", "scheme=classic_cr,pipelined_cr", "scheme.s=1",
+        f"hydra.sweep.dir={tmp_path}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for job, scheme in enumerate(["classic_cr", "pipelined_cr"]):
+        summary = json.loads((tmp_path / str(job) / "summary.json").read_text())
+        assert summary["scheme"] == scheme and summary["jobs"] == 2
+        config = (tmp_path / str(job) / ".hydra" / "config.yaml").read_text()
+        assert "  s: 1\n" in config
 
 
 @pytest.mark.slow
@@ -238,7 +285,8 @@ def test_a_built_wheel_runs_both_apps_from_any_directory(tmp_path):
     src.mkdir()
     for name in ("pyproject.toml", "setup.cfg", "README.md"):
         shutil.copy(REPO / name, src / name)
-    shutil.copytree(REPO / "gclab", src / "gclab", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in ("gclab", "hydra_plugins"):
+        shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = [*pip, "wheel", str(src), "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist"]
     subprocess.run(build, check=True, capture_output=True, timeout=300)
@@ -259,6 +307,10 @@ def test_a_built_wheel_runs_both_apps_from_any_directory(tmp_path):
     job = gclab("--cfg", "job", cwd=elsewhere, env=env, timeout=120)
     assert job.returncode == 0, job.stderr[-2000:]
     assert "scheme:" in job.stdout and "train:" in job.stdout
+    launcher = gclab("hydra/launcher=ray", "--cfg", "hydra", "-p", "hydra.launcher._target_",
+                     cwd=elsewhere, env=env, timeout=120)  # fmt: skip
+    assert launcher.returncode == 0, launcher.stderr[-2000:]
+    assert "gclab_launcher.ray_launcher.RayLauncher" in launcher.stdout  # the plugin shipped
     sim = gclab("sim.jobs=5", f"hydra.run.dir={tmp_path / 'sim'}", cwd=elsewhere, env=env,
                 module="gclab.sim", timeout=120)  # fmt: skip
     assert sim.returncode == 0, sim.stderr[-2000:]

@@ -70,22 +70,29 @@ def part_bounds(part: Part, per_shard: int) -> tuple[int, int]:
 def augment(x: torch.Tensor, offsets: np.ndarray, flips: np.ndarray) -> torch.Tensor:
     """Random crop with zero padding and horizontal flip, on a uint8 batch ``[b, C, H, W]``."""
     h, w = x.shape[-2:]
+    dev = x.device  # the draws are made on the host, the gather runs where x is
     padded = F.pad(x, (PAD, PAD, PAD, PAD))
     # gather each sample's crop window with one advanced-indexing call
-    rows = torch.as_tensor(offsets[:, 0])[:, None] + torch.arange(h)[None, :]  # [b, h]
-    cols = torch.as_tensor(offsets[:, 1])[:, None] + torch.arange(w)[None, :]  # [b, w]
-    cols = torch.where(torch.as_tensor(flips)[:, None], cols.flip(1), cols)
-    b = torch.arange(x.shape[0])[:, None, None, None]
-    c = torch.arange(x.shape[1])[None, :, None, None]
+    offsets = torch.as_tensor(offsets, device=dev)
+    rows = offsets[:, 0:1] + torch.arange(h, device=dev)[None, :]  # [b, h]
+    cols = offsets[:, 1:2] + torch.arange(w, device=dev)[None, :]  # [b, w]
+    cols = torch.where(torch.as_tensor(flips, device=dev)[:, None], cols.flip(1), cols)
+    b = torch.arange(x.shape[0], device=dev)[:, None, None, None]
+    c = torch.arange(x.shape[1], device=dev)[None, :, None, None]
     return padded[b, c, rows[:, None, :, None], cols[:, None, None, :]]
 
 
 class Normalizer:
-    """uint8 images to normalised float32, with per-channel mean/std in [0, 1] units."""
+    """uint8 images to normalised float32, with per-channel mean/std in [0, 1] units.
 
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor) -> None:
-        self.scale = (1.0 / (255.0 * std)).view(1, -1, 1, 1)
-        self.shift = (mean / std).view(1, -1, 1, 1)
+    It normalises on ``device`` (the device of the batches it gets).
+    """
+
+    def __init__(
+        self, mean: torch.Tensor, std: torch.Tensor, device: torch.device | str = "cpu"
+    ) -> None:
+        self.scale = (1.0 / (255.0 * std)).view(1, -1, 1, 1).to(device)
+        self.shift = (mean / std).view(1, -1, 1, 1).to(device)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return x.float() * self.scale - self.shift

@@ -33,10 +33,13 @@ class FlatModel:
 
     @torch.no_grad()
     def load_state_vector(self, vector: torch.Tensor | np.ndarray) -> None:
-        """Copy ``vector`` into the model; a read-only (zero-copy Ray) array is fine."""
+        """Copy ``vector`` into the model; a read-only (zero-copy Ray) array is fine.
+
+        On a GPU the whole vector crosses to the device in one copy.
+        """
         with warnings.catch_warnings():  # only read here, so non-writable memory is safe
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            vector = torch.as_tensor(vector)
+            vector = torch.as_tensor(vector).to(self.params[0].device)
         offset = 0
         for t in [*self.params, *self.buffers]:
             t.copy_(vector[offset : offset + t.numel()].view_as(t))
@@ -71,8 +74,8 @@ class BatchMaker:
         self.shards, self.plan, self.normalize, self.augment = shards, plan, normalizer, augment
 
     def __call__(self, job: int, part: Part) -> tuple[torch.Tensor, torch.Tensor]:
-        x_all, y_all = self.shards[part.shard]
-        pos = torch.from_numpy(self.plan.positions(job, part))
+        x_all, y_all = self.shards[part.shard]  # on the worker's device: so is the batch
+        pos = torch.from_numpy(self.plan.positions(job, part)).to(x_all.device)
         x, y = x_all[pos], y_all[pos]
         if self.augment:
             x = augment(x, *self.plan.augmentation(job, part))
@@ -80,18 +83,32 @@ class BatchMaker:
 
 
 def loss_and_gradient(
-    flat: FlatModel, x: torch.Tensor, y: torch.Tensor
-) -> tuple[float, torch.Tensor]:
+    flat: FlatModel, x: torch.Tensor, y: torch.Tensor, bf16: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sum (not mean) of per-sample losses and its gradient, as a flat float32 vector.
 
     Sums make partial gradients add up to the batch gradient: Σ_parts g_part = g_batch.
+    The loss comes back as a 0-d tensor on the model's device, so that a GPU worker does
+    not wait for each task. ``bf16`` runs the forward pass under bfloat16 autocast (the
+    backward pass follows its dtypes; parameters and gradients stay float32).
     """
     for p in flat.params:
         p.grad = None
     flat.model.train()
-    loss = F.cross_entropy(flat.model(x), y, reduction="sum")
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16):
+        loss = F.cross_entropy(flat.model(x), y, reduction="sum")
     loss.backward()
-    return float(loss.detach()), flat.grad_vector()
+    return loss.detach(), flat.grad_vector()
+
+
+def to_host(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself on the CPU; otherwise a copy into pinned host memory, started now.
+
+    The copy is asynchronous: wait for the device's stream before reading it.
+    """
+    if t.device.type == "cpu":
+        return t
+    return torch.empty(t.shape, dtype=t.dtype, pin_memory=True).copy_(t, non_blocking=True)
 
 
 @torch.no_grad()
@@ -102,12 +119,16 @@ def evaluate(
     normalizer: Normalizer,
     batch_size: int = 1000,
 ) -> tuple[float, float]:
-    """Test accuracy and mean loss over the whole set."""
+    """Test accuracy and mean loss over the whole set, on the model's device.
+
+    ``normalizer`` must normalise on that device too.
+    """
     model.eval()
+    device = next(model.parameters()).device
     correct, loss = 0, 0.0
     for i in range(0, len(x), batch_size):
-        out = model(normalizer(x[i : i + batch_size]))
-        target = y[i : i + batch_size]
+        out = model(normalizer(x[i : i + batch_size].to(device)))
+        target = y[i : i + batch_size].to(device)
         loss += float(F.cross_entropy(out, target, reduction="sum"))
         correct += int((out.argmax(1) == target).sum())
     return correct / len(x), loss / len(x)

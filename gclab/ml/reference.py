@@ -22,12 +22,17 @@ from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
 MakeOptimizer = Callable[[FlatModel], tuple[torch.optim.Optimizer, object]]
 
 
-def _batch_maker(data: ImageData, k: int, batch_size: int, seed: int, augment: bool) -> BatchMaker:
-    """The run's k shards and per-job batches, all in this process."""
+def _batch_maker(
+    data: ImageData, k: int, batch_size: int, seed: int, augment: bool, device: str = "cpu"
+) -> BatchMaker:
+    """The run's k shards and per-job batches, all in this process, on ``device``."""
     shards = shard_indices(len(data.train_y), k, seed)
     plan = BatchPlan(tuple(len(s) for s in shards), batch_size // k, seed)
-    local = {j: (data.train_x[idx], data.train_y[idx]) for j, idx in enumerate(shards)}
-    return BatchMaker(local, plan, Normalizer(*data.channel_stats()), augment)
+    local = {
+        j: (data.train_x[idx].to(device), data.train_y[idx].to(device))
+        for j, idx in enumerate(shards)
+    }
+    return BatchMaker(local, plan, Normalizer(*data.channel_stats(), device), augment)
 
 
 def _gradient(flat: FlatModel, batches: BatchMaker, job: int, k: int) -> torch.Tensor:
@@ -55,14 +60,15 @@ def train_single_process(
     augment: bool,
     make_optimizer: MakeOptimizer,
     jobs: Sequence[int] | None = None,
+    device: str = "cpu",
 ) -> FlatModel:
     """Train ``model`` for ``num_jobs`` steps; step i uses job i's whole global batch.
 
     ``jobs`` picks other jobs instead (e.g. ``range(m, J, T+1)``: one model of
-    ``pipeline=interleaved``).
+    ``pipeline=interleaved``). ``device`` holds the model, the data and the batches.
     """
-    batches = _batch_maker(data, k, batch_size, seed, augment)
-    flat = FlatModel(model)
+    batches = _batch_maker(data, k, batch_size, seed, augment, device)
+    flat = FlatModel(model.to(device))
     optimizer, scheduler = make_optimizer(flat)
     for job in range(num_jobs) if jobs is None else jobs:
         _step(flat, optimizer, scheduler, _gradient(flat, batches, job, k) / batch_size)

@@ -5,31 +5,37 @@ from __future__ import annotations
 import math
 import os
 import socket
+from collections.abc import Mapping
 
 import ray
 
 from gclab.errors import ConfigError
-from gclab.runtime.timing import ComputeTime
+from gclab.runtime import devices, timing
+from gclab.runtime.placement import check_strategy
 
 
 class Cluster:
     """How many logical workers, how they are packed into actors, and where Ray runs.
 
-    ``actors=None`` packs the logical workers into as many actors as the Ray cluster has
-    cores for (``CPUs // threads_per_actor``), so that actors never outnumber the cores they
-    run on; with ``network.clock=wall`` it is one actor per logical worker, since there a
-    worker's packet arrives when its actor's call returns, and workers sharing an actor
-    would share one arrival. ``compute_time`` says how each logical worker's compute is
-    measured for the virtual clock (:mod:`gclab.runtime.timing`): ``auto`` is the thread's
-    CPU time for one-thread workers and wall time otherwise. ``server_threads``: torch
-    threads of the driver (decode, optimizer step, evaluation); 1 by default, since a second
-    thread mostly spins against the workers on a busy machine (bench/overhead.py;
-    BENCHMARKS.md, "Where the time goes"). ``timeout``: seconds a round may take from its
-    start: actors still busy then are taken as stuck, restarted, and their packets erased;
-    also how long the actors may take to come up (at least a minute when they fit:
-    :mod:`gclab.runtime.pool`). ``address=None`` starts a private local Ray bound to
-    loopback, without the dashboard unless ``dashboard=true`` (Ray's token authentication
-    stays on); otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
+    ``actors=None`` packs the logical workers into as many actors as the Ray cluster
+    has cores for (GPU workers: GPUs; :meth:`default_actors`), so that actors never
+    outnumber the cores they run on; with ``network.clock=wall`` it is one actor per
+    logical worker, since there a worker's packet arrives when its actor's call returns,
+    and workers sharing an actor would share one arrival. ``compute_time`` says how each
+    logical worker's compute is measured for the virtual clock
+    (:mod:`gclab.runtime.timing`): ``auto`` is the thread's CPU time for one-thread CPU
+    workers, CUDA events on a GPU and wall time otherwise. ``device``, ``server_device``
+    and ``bf16`` (autocast of the workers' forward pass): :mod:`gclab.runtime.devices`.
+    ``server_threads``: torch threads of the driver (decode, optimizer step, evaluation);
+    1 by default, since a second thread mostly spins against the workers on a busy
+    machine (bench/overhead.py; BENCHMARKS.md, "Where the time goes"). ``timeout``:
+    seconds a round may take from its start: actors still busy then are taken as stuck,
+    restarted, and their packets erased; also how long the actors may take to come up
+    (at least a minute when they fit: :mod:`gclab.runtime.pool`). ``placement``:
+    ``pack`` or ``spread`` the actors over Ray's nodes (:mod:`gclab.runtime.placement`).
+    ``address=None`` starts a private local Ray bound to loopback, without the
+    dashboard unless ``dashboard=true`` (Ray's token authentication stays on);
+    otherwise ``ray.init(address)`` joins an existing cluster (``auto``: the one
     ``ray start`` left on this machine).
     """
 
@@ -41,6 +47,10 @@ class Cluster:
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
         compute_time: str = "auto",
+        device: str = "auto",
+        server_device: str = "auto",
+        bf16: bool = False,
+        placement: str = "pack",
         server_threads: int = 1,
         timeout: float = 120.0,
         dashboard: bool = False,
@@ -62,7 +72,13 @@ class Cluster:
             )
         if threads_per_actor < 1:
             raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
-        self.compute_time = _compute_time(compute_time, threads_per_actor)
+        #: ``cpu`` or ``cuda`` (:mod:`gclab.runtime.devices`), for workers and server.
+        self.device = devices.worker_device(device, worker_gpus, check_visible=address is None)
+        self._device_setting = device
+        self.server_device = devices.server_device(server_device, self.device)
+        self.compute_time = timing.resolve(compute_time, self.device, threads_per_actor)
+        self.bf16 = bf16
+        self.placement = check_strategy(placement)
         if server_threads < 1:
             raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
         if not timeout > 0:
@@ -84,74 +100,99 @@ class Cluster:
         self.dashboard = dashboard
         self.server_threads = server_threads
 
-    def groups(self, one_per_worker: bool = False, cpus: float | None = None) -> list[list[int]]:
+    def groups(
+        self, one_per_worker: bool = False, resources: Mapping[str, float] | None = None
+    ) -> list[list[int]]:
         """Logical workers of each actor: contiguous, as even as possible.
 
-        The default packing is one actor per ``threads_per_actor`` of ``cpus`` (by default
-        the CPUs of the Ray cluster: call it once Ray runs, :meth:`connect`).
-        ``one_per_worker`` (the wall clock) makes the default one actor per worker.
+        The default packing is :meth:`default_actors` of the ``CPU`` and ``GPU`` of
+        ``resources``, by default the Ray cluster's (call it once Ray runs:
+        :meth:`connect`). ``one_per_worker`` (the wall clock) makes the default one actor
+        per worker.
         """
         actors = self.actors
         if actors is None and one_per_worker:
             actors = self.workers
         elif actors is None:
-            actors = self.default_actors(_ray_cpus() if cpus is None else cpus)
+            resources = ray.cluster_resources() if resources is None else resources
+            actors = self.default_actors(resources.get("CPU", 1.0), resources.get("GPU", 0.0))
         size, extra = divmod(self.workers, actors)
         bounds = [a * size + min(a, extra) for a in range(actors + 1)]
         return [list(range(bounds[a], bounds[a + 1])) for a in range(actors)]
 
-    def default_actors(self, cpus: float) -> int:
-        """Actors for ``cpus`` cores: one per ``threads_per_actor`` of them, <= one per worker."""
-        return max(1, min(self.workers, int(cpus) // self.threads_per_actor))
+    def default_actors(self, cpus: float, gpus: float = 0.0) -> int:
+        """Actors for ``cpus`` cores and ``gpus`` GPUs, at most one per logical worker.
+
+        On GPUs one actor per GPU (its logical workers take turns on it, so CUDA events
+        time each one alone); on CPUs one per ``threads_per_actor`` cores (or per
+        ``worker_cpus``, if an actor reserves more), so the reservation always fits.
+        """
+        if self.device == "cuda":
+            slots = gpus // max(1.0, self.worker_gpus)
+        else:
+            slots = cpus // max(self.threads_per_actor, self.worker_cpus)
+        return max(1, min(self.workers, int(slots)))
 
     def connect(self) -> None:
-        """Start or join Ray (reusing a session this process already has)."""
-        if ray.is_initialized():
-            return
-        if self.address is None:
-            cores = os.cpu_count() or 1
-            needed = math.ceil((self.actors or self.default_actors(cores)) * self.worker_cpus) + 1
-            ray.init(
-                address="local",  # never a cluster `ray start` left running (RAY_ADDRESS)
-                num_cpus=max(cores, needed),
-                num_gpus=None if self.worker_gpus else 0,
-                include_dashboard=self.dashboard,  # off unless asked: it serves HTTP
-                _node_ip_address="127.0.0.1",
-                log_to_driver=True,
-                configure_logging=False,
-            )
-            return
-        try:
-            _probe(self.address)  # ray.init itself retries for minutes on a dead address
-            ray.init(address=self.address, log_to_driver=True, configure_logging=False)
-        except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
-            raise ConfigError(
-                f"cluster.address={self.address!r}: no Ray cluster answered ({exc}); start "
-                "one with 'ray start --head' or use cluster=local."
-            ) from exc
+        """Start or join Ray (reusing a session this process already has).
 
+        Then GPU workers are refused if the cluster has no GPU: their actors would wait
+        for one forever.
+        """
+        if not ray.is_initialized():
+            self._start_or_join()
+        devices.worker_device(self._device_setting, self.worker_gpus, check_visible=True)
 
-def _compute_time(value: str, threads: int) -> ComputeTime:
-    """``cluster.compute_time``, with ``auto`` resolved (see :mod:`gclab.runtime.timing`)."""
-    valid = ("auto", *(m.value for m in ComputeTime if m is not ComputeTime.cuda))
-    if value not in valid:
-        raise ConfigError(
-            f"cluster.compute_time={value!r} is invalid: it must be one of {', '.join(valid)}."
+    def local_cpus(self) -> int:
+        """CPUs for a private local Ray: the cores, or more if the actors reserve more.
+
+        Ray's CPUs are a count of reservations, not of cores: an actor that cannot
+        reserve its share would wait forever, whereas an oversubscribed core only slows
+        the wall clock (the compute time is each worker's own CPU time).
+        """
+        cores = os.cpu_count() or 1
+        return max(
+            cores, math.ceil((self.actors or self.default_actors(cores)) * self.worker_cpus) + 1
         )
-    if value == "auto":
-        return ComputeTime.cpu if threads == 1 else ComputeTime.wall
-    if value == "cpu" and threads > 1:
-        raise ConfigError(
-            f"cluster.compute_time=cpu measures one thread's CPU time, but "
-            f"cluster.threads_per_actor={threads}; use compute_time=wall (or auto) with "
-            "several threads, or threads_per_actor=1."
+
+    def _start_or_join(self) -> None:
+        start_or_join(self.address, self.local_cpus(), self.worker_gpus > 0, self.dashboard)
+
+
+def start_or_join(
+    address: str | None,
+    num_cpus: int | None = None,
+    gpus: bool = False,
+    dashboard: bool = False,
+    niceness: int | None = None,
+) -> None:
+    """Start a private local Ray (``address=None``) or join the cluster at ``address``.
+
+    The private Ray binds to loopback, has ``num_cpus`` CPUs (default: the cores), GPUs
+    only if ``gpus``, the dashboard only if ``dashboard``, and starts its worker
+    processes at ``niceness`` (default: Ray's 15, background priority). Joining fails
+    in one sentence (:class:`ConfigError`) when nobody answers at ``address``.
+    """
+    if address is None:
+        ray.init(
+            address="local",  # never a cluster `ray start` left running (RAY_ADDRESS)
+            num_cpus=num_cpus or os.cpu_count() or 1,
+            num_gpus=None if gpus else 0,
+            include_dashboard=dashboard,  # off unless asked: it serves HTTP
+            _node_ip_address="127.0.0.1",
+            _system_config=None if niceness is None else {"worker_niceness": niceness},
+            log_to_driver=True,
+            configure_logging=False,
         )
-    return ComputeTime(value)
-
-
-def _ray_cpus() -> float:
-    """CPUs of the Ray cluster this process is connected to."""
-    return ray.cluster_resources().get("CPU", 1.0)
+        return
+    try:
+        _probe(address)  # ray.init itself retries for minutes on a dead address
+        ray.init(address=address, log_to_driver=True, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
+        raise ConfigError(
+            f"cluster.address={address!r}: no Ray cluster answered ({exc}); start "
+            "one with 'ray start --head' or use cluster=local."
+        ) from exc
 
 
 def _host_port(address: str) -> tuple[str, int] | None:

@@ -15,10 +15,13 @@ a restart mix fewer jobs than the decoder expects: they are failed too, and cann
 recomputed. The server never decodes from a packet it cannot vouch for.
 
 Start-up has a deadline too, and ends the run before its first round with one sentence
-that compares what the actors ask for with what the cluster had free. Actors that do not
-fit in the free resources get ``cluster.timeout`` seconds (others may free some); actors
-that fit get at least :data:`STARTUP_SECONDS` to come up (a process that imports torch
-takes seconds, tens of them on a loaded machine), as does an actor Ray restarts.
+that compares what the actors ask for with what the cluster had free. The actors'
+resources are reserved first, all together (the run's placement group,
+:mod:`gclab.runtime.placement`): a reservation that does not fit in the free resources
+gets ``cluster.timeout`` seconds (others may free some), one that fits at least
+:data:`STARTUP_SECONDS`. Then the actors, which fit in their reservation, get at least
+:data:`STARTUP_SECONDS` to come up (a process that imports torch takes seconds, tens of
+them on a loaded machine), as does an actor Ray restarts.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 from gclab.coding.base import Plan
 from gclab.errors import ConfigError
 from gclab.network.protocol import RecoveryError
+from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
 from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
 
 log = logging.getLogger(__name__)
@@ -68,6 +72,8 @@ class Pool(Protocol):
 
     #: The logical workers of each actor.
     groups: list[list[int]]
+    #: Where the actors run (Ray node ids): the summary counts the distinct ones.
+    nodes: list[str]
     failures: int
 
     def broadcast(self, state: np.ndarray) -> Any:
@@ -93,18 +99,23 @@ class WorkerPool:
         spec: WorkerSpec,
         groups: list[list[int]],
         shard_refs: Sequence[ray.ObjectRef],
-        cpus: float,
-        gpus: float,
+        placement: Placement,
         timeout: float,
         name: str,
     ) -> None:
         self.groups = groups
         self.shard_refs = shard_refs  # the driver owns the shards: restarted actors re-fetch
+        self.placement = placement
         self.timeout = timeout
         self.startup = max(timeout, STARTUP_SECONDS)
-        free, total = ray.available_resources(), ray.cluster_resources()
-        self.hosts = start_hosts(spec, groups, shard_refs, cpus, gpus, name)
-        self._await_start(free, total, cpus, gpus)
+        self.hosts: list = []
+        try:
+            self._start(spec, name)
+            #: The Ray nodes hosting the actors (their bundles', or where they started).
+            self.nodes = placement.nodes() or _started_on(self.hosts)
+        except BaseException:
+            self.close()  # frees the reservation and ends the actors
+            raise
         self.host_of = {w: i for i, group in enumerate(groups) for w in group}
         self.T = spec.scheme.T
         self.n = spec.scheme.n
@@ -114,17 +125,25 @@ class WorkerPool:
         self.nonfinite = 0
         self.restarting: set[int] = set()
 
-    def _await_start(self, free: dict, total: dict, cpus: float, gpus: float) -> None:
-        """Wait for every actor (see the module docstring); else stop them and say why."""
-        calls = [h.ready.remote() for h in self.hosts]
-        fits = all(len(calls) * each <= free.get(unit, 0.0) for unit, each in _asks(cpus, gpus))
+    def _start(self, spec: WorkerSpec, name: str) -> None:
+        """Reserve, start and wait for every actor (see the module docstring); else say why.
+
+        The reservation gets the start-up deadline; once it is granted the actors' share
+        is theirs, so they fit and get ``startup`` seconds to come up.
+        """
+        p, actors = self.placement, len(self.groups)
+        free, total = ray.available_resources(), ray.cluster_resources()
+        fits = all(actors * each <= free.get(unit, 0.0) for unit, each in asks(p.cpus, p.gpus))
         limit = self.startup if fits else self.timeout
-        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=limit)
-        if len(ready) == len(calls):
-            ray.get(ready)  # an actor whose __init__ raised reports it here
-            return
-        self.close()
-        raise ConfigError(shortfall(len(calls), len(ready), cpus, gpus, free, total, limit))
+        if not p.wait(limit):
+            raise ConfigError(shortfall(actors, 0, p.cpus, p.gpus, free, total, limit))
+        self.hosts = start_hosts(spec, self.groups, self.shard_refs, p, name)
+        calls = [h.ready.remote() for h in self.hosts]
+        ready, _ = ray.wait(calls, num_returns=len(calls), timeout=self.startup)
+        if len(ready) < len(calls):
+            sentence = shortfall(actors, len(ready), p.cpus, p.gpus, free, total, self.startup)
+            raise ConfigError(sentence)
+        ray.get(ready)  # an actor whose __init__ raised reports it here
 
     def broadcast(self, state: np.ndarray) -> ray.ObjectRef:
         """One copy of the weights in the object store, read by every actor."""
@@ -226,6 +245,7 @@ class WorkerPool:
     def close(self) -> None:
         for h in self.hosts:
             ray.kill(h, no_restart=True)
+        self.placement.remove()  # frees the reservation
 
 
 def shortfall(
@@ -239,33 +259,23 @@ def shortfall(
 ) -> str:
     """The sentence for actors that did not start within ``waited`` seconds."""
     needs, fits = [], True
-    for unit, each in _asks(cpus, gpus):
+    for unit, each in asks(cpus, gpus):
         have, of = free.get(unit, 0.0), total.get(unit, 0.0)
-        key = f"worker_{unit.lower()}s"
         needs.append(
-            f"{_count(actors * each, unit)} (cluster.actors={actors} x cluster.{key}={each:g}) "
-            f"while the Ray cluster had {have:g} of its {_count(of, unit)} free"
+            f"{demand(actors, unit, each)} while the Ray cluster had {have:g} of its "
+            f"{count(of, unit)} free"
         )
         fits &= actors * each <= have
     advice = (
         "they fit, so they were slow to start (or no single node has room for one): "
         "raise cluster.timeout"
         if fits
-        else "lower cluster.worker_cpus/worker_gpus or cluster.actors, or add nodes"
+        else ADVICE
     )
     return (
         f"{actors - started} of the {actors} worker actors did not start within {waited:g} s: "
         f"they ask for {' and '.join(needs)}; {advice}."
     )
-
-
-def _asks(cpus: float, gpus: float) -> list[tuple[str, float]]:
-    """``(resource, amount per actor)`` of what an actor asks Ray for."""
-    return [("CPU", cpus)] + ([("GPU", gpus)] if gpus else [])
-
-
-def _count(amount: float, unit: str) -> str:
-    return f"{amount:g} {unit}" + ("" if amount == 1 else "s")
 
 
 class PendingRound:
@@ -347,6 +357,17 @@ class PendingRound:
     def seconds(self, workers: np.ndarray) -> np.ndarray:
         """The compute times ``workers`` reported (0 for one that sent no report)."""
         return np.array([self.reports[w].seconds if w in self.reports else 0.0 for w in workers])
+
+
+def _started_on(hosts: list) -> list[str]:
+    """The node of each actor that answers; one restarting just now is left out."""
+    nodes = []
+    for ref in [h.node.remote() for h in hosts]:
+        try:
+            nodes.append(ray.get(ref))
+        except (RayActorError, ActorUnavailableError):
+            continue
+    return nodes
 
 
 def _finite(packet: np.ndarray) -> bool:

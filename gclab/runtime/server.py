@@ -30,6 +30,7 @@ from gclab.ml.optim import StaleLR, stale_weight
 from gclab.network.protocol import RoundProtocol
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
+from gclab.runtime.placement import Placement
 from gclab.runtime.pool import Pool, WorkerPool
 from gclab.runtime.worker import Shard, WorkerSpec
 from gclab.tracking.run import RunRecorder
@@ -76,11 +77,12 @@ class ParameterServer:
     def __init__(self, plan: TrainingPlan) -> None:
         from hydra.utils import instantiate
 
+        self.device = torch.device(plan.cluster.server_device)
         self.models: list[FlatModel] = []
         self.optimizers, self.schedulers = [], []
         for _ in range(plan.models):
             torch.manual_seed(plan.seed)  # every model starts from the same weights
-            flat = FlatModel(instantiate(plan.model_cfg))
+            flat = FlatModel(instantiate(plan.model_cfg).to(self.device))
             optimizer, scheduler = plan.build_optimizer(flat)
             self.models.append(flat)
             self.optimizers.append(optimizer)
@@ -102,7 +104,7 @@ class ParameterServer:
 
     def state(self) -> np.ndarray:
         """Every model's parameters and buffers, concatenated: one broadcast per round."""
-        return torch.cat([m.state_vector() for m in self.models]).numpy()
+        return torch.cat([m.state_vector() for m in self.models]).cpu().numpy()
 
     def submit(self, job: int, gradient_sum: np.ndarray) -> list[int]:
         """Queue job's decoded gradient sum; apply every job now in order. Returns applied."""
@@ -113,7 +115,8 @@ class ParameterServer:
             i = self.next_job % len(self.models)
             weight = stale_weight(self.stale_lr, self.staleness(self.next_job))
             del self._started[self.next_job]
-            self.models[i].set_grad(torch.from_numpy(grad * weight / self.batch_size).float())
+            grad = torch.from_numpy(grad * weight / self.batch_size).float().to(self.device)
+            self.models[i].set_grad(grad)
             self.optimizers[i].step()
             if self.schedulers[i] is not None:
                 self.schedulers[i].step()
@@ -127,7 +130,7 @@ class ParameterServer:
             buffers = [rep.buffers for rep in reports if rep.model == i]
             if buffers and flat.num_buffers:
                 state = flat.state_vector()
-                state[flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0))
+                state[flat.num_params :] = torch.from_numpy(np.mean(buffers, axis=0)).to(state)
                 flat.load_state_vector(state)
 
     def state_dict(self) -> dict:
@@ -181,7 +184,11 @@ def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | N
     torch.set_num_threads(plan.cluster.server_threads)
     spec, shards, normalizer = worker_setup(plan)
     pool = (start_pool or ray_pool)(plan, spec, shards)
-    recorder.extra.update(actors=len(pool.groups), compute_time=plan.cluster.compute_time.value)
+    cluster = plan.cluster
+    recorder.extra.update(
+        actors=len(pool.groups), compute_time=cluster.compute_time.value, device=cluster.device,
+        nodes=len(set(pool.nodes)),
+    )  # fmt: skip
     try:
         return _loop(plan, recorder, pool, normalizer)
     finally:
@@ -288,7 +295,10 @@ def _checkpoint(
 
 
 def worker_setup(plan: TrainingPlan) -> tuple[WorkerSpec, list[Shard], Normalizer]:
-    """What every worker host is built from, the data shards, and the input normalizer."""
+    """What every worker host is built from, the data shards, and the input normalizer.
+
+    The normalizer is the server's: it evaluates on ``cluster.server_device``.
+    """
     scheme, data, cluster = plan.scheme, plan.data, plan.cluster
     shards = shard_indices(len(data.train_y), scheme.k, plan.seed)
     batches = BatchPlan(tuple(len(s) for s in shards), plan.batch_size // scheme.k, plan.seed)
@@ -296,9 +306,10 @@ def worker_setup(plan: TrainingPlan) -> tuple[WorkerSpec, list[Shard], Normalize
     spec = WorkerSpec(
         scheme, plan.model_cfg, batches, mean, std, plan.augment,
         cluster.threads_per_actor, plan.num_jobs, plan.faults, plan.models,
-        cluster.compute_time,
+        cluster.compute_time, cluster.device, cluster.bf16,
     )  # fmt: skip
-    return spec, [(data.train_x[idx], data.train_y[idx]) for idx in shards], Normalizer(mean, std)
+    shard_data = [(data.train_x[idx], data.train_y[idx]) for idx in shards]
+    return spec, shard_data, Normalizer(mean, std, cluster.server_device)
 
 
 def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> WorkerPool:
@@ -307,7 +318,7 @@ def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> Worke
     cluster.connect()
     shard_refs = [ray.put(shard) for shard in shards]
     groups = cluster.groups(one_per_worker=plan.protocol.network.clock == "wall")
+    placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)
     return WorkerPool(
-        spec, groups, shard_refs, cluster.worker_cpus, cluster.worker_gpus,
-        cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}",
-    )  # fmt: skip
+        spec, groups, shard_refs, placement, cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}"
+    )

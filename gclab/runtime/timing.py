@@ -29,6 +29,8 @@ from enum import Enum
 
 import torch
 
+from gclab.errors import ConfigError
+
 
 class ComputeTime(Enum):
     """The measure of a logical worker's compute time (``cluster.compute_time``)."""
@@ -36,6 +38,40 @@ class ComputeTime(Enum):
     cpu = "cpu"
     cuda = "cuda"
     wall = "wall"
+
+
+def resolve(setting: str, device: str, threads: int) -> ComputeTime:
+    """``cluster.compute_time`` for workers on ``device`` with ``threads`` torch threads.
+
+    ``auto`` follows the rule above; a measure that cannot be faithful is refused.
+    """
+    valid = ("auto", *(m.value for m in ComputeTime))
+    if setting not in valid:
+        raise ConfigError(
+            f"cluster.compute_time={setting!r} is invalid: it must be one of {', '.join(valid)}."
+        )
+    if setting == "auto":
+        if device == "cuda":
+            return ComputeTime.cuda
+        return ComputeTime.cpu if threads == 1 else ComputeTime.wall
+    measure = ComputeTime(setting)
+    if measure is ComputeTime.cuda and device != "cuda":
+        raise ConfigError(
+            "cluster.compute_time=cuda times GPU work, but the workers compute on the CPU; "
+            "use compute_time=auto, cpu or wall, or put the workers on a GPU."
+        )
+    if measure is ComputeTime.cpu and device == "cuda":
+        raise ConfigError(
+            "cluster.compute_time=cpu would miss the GPU work of workers on cuda; use "
+            "compute_time=auto (cuda) or wall."
+        )
+    if measure is ComputeTime.cpu and threads > 1:
+        raise ConfigError(
+            f"cluster.compute_time=cpu measures one thread's CPU time, but "
+            f"cluster.threads_per_actor={threads}; use compute_time=wall (or auto) with "
+            "several threads, or threads_per_actor=1."
+        )
+    return measure
 
 
 class Stopwatch:

@@ -19,10 +19,11 @@ import ray
 import torch
 from hydra.utils import instantiate
 
-from gclab.coding.base import Scheme, Task
+from gclab.coding.base import Part, Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
-from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
+from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient, to_host
 from gclab.runtime.faults import Faults
+from gclab.runtime.placement import Placement
 from gclab.runtime.timing import ComputeTime, Stopwatch
 
 
@@ -41,6 +42,8 @@ class WorkerSpec:
     faults: Faults
     models: int  # 1, or T+1 with train.pipeline=interleaved
     compute_time: ComputeTime  # how each logical worker's compute is measured
+    device: str  # "cpu" or "cuda": model, shards, batches and gradients live there
+    bf16: bool  # bfloat16 autocast for the forward pass
 
 
 @dataclass
@@ -73,13 +76,25 @@ class WorkerHost:
         torch.set_num_threads(spec.threads)
         self.spec = spec
         self.workers = list(workers)
-        self.flat = FlatModel(instantiate(spec.model))
-        self.batches = BatchMaker(
-            dict(shards), spec.plan, Normalizer(spec.mean, spec.std), spec.augment
-        )
+        device = torch.device(spec.device)  # cuda: the GPU Ray gave this actor
+        self.flat = FlatModel(instantiate(spec.model).to(device))
+        local = {j: (x.to(device), y.to(device)) for j, (x, y) in shards.items()}
+        normalizer = Normalizer(spec.mean, spec.std, device)
+        self.batches = BatchMaker(local, spec.plan, normalizer, spec.augment)
         self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
+        self._warm_up(next(iter(local)))
+
+    def _warm_up(self, shard: int) -> None:
+        """One untimed pass, so that one-time costs (allocations, kernel selection) are not
+        counted as round 0's compute of whichever logical worker an actor runs first.
+
+        The weights and batch-norm buffers it touches are overwritten by every round's
+        broadcast state before they are used.
+        """
+        x, y = self.batches(0, Part(shard))
+        loss_and_gradient(self.flat, x, y, self.spec.bf16)
 
     def run_round(
         self,
@@ -114,16 +129,21 @@ class WorkerHost:
                     self.flat.load_state_vector(models[model])
                     loaded = model
                 x, y = self.batches(task.job, parts[task.part])
-                loss, grad = loss_and_gradient(self.flat, x, y)
-                partials[task] = grad.numpy()
+                loss, grad = loss_and_gradient(self.flat, x, y, self.spec.bf16)
+                partials[task] = to_host(grad)  # on a GPU: a copy to pinned memory, queued
                 loss_sum, samples = loss_sum + loss, samples + len(y)
             self.stopwatch.host_part()
+            if self.spec.device == "cuda":
+                torch.cuda.current_stream().synchronize()  # the copies have landed
+            partials = {t: np.asarray(g) for t, g in partials.items()}
             packet = self.encoders[w].encode(round, partials)
             if fault is not None and fault.kind == "nan":
                 packet = np.full_like(packet, np.nan)
             seconds = self.stopwatch.stop()
-            buffers = self.flat.buffer_vector().numpy() if loaded is not None else None
-            reports[w] = WorkerReport(round, packet, seconds, loss_sum, samples, buffers, loaded)
+            buffers = self.flat.buffer_vector().cpu().numpy() if loaded is not None else None
+            reports[w] = WorkerReport(
+                round, packet, seconds, float(loss_sum), samples, buffers, loaded
+            )
         return reports
 
     def ready(self) -> int:
@@ -148,6 +168,10 @@ class RayWorkerHost(WorkerHost):
     ) -> None:
         super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
 
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        return ray.get_runtime_context().get_node_id()
+
 
 def host_shards(scheme: Scheme, workers: Sequence[int]) -> list[int]:
     """The shards an actor hosting ``workers`` needs: those their placement names."""
@@ -158,12 +182,12 @@ def start_hosts(
     spec: WorkerSpec,
     groups: Sequence[Sequence[int]],
     shard_refs: Sequence[ray.ObjectRef],
-    cpus: float,
-    gpus: float,
+    placement: Placement,
     name: str,
 ) -> list:
     """Start one named actor per group of logical workers, each with only its shards.
 
+    Actor ``i`` takes bundle ``i`` of ``placement`` (granted before this is called).
     Returns at once: the caller waits, with a deadline, for the actors to come up
     (:class:`gclab.runtime.pool.WorkerPool`). Ray restarts a dead actor
     (``max_restarts``) by running ``__init__`` again: it fetches its shards from the
@@ -175,8 +199,7 @@ def start_hosts(
         needed = host_shards(spec.scheme, group)
         actor = actor_cls.options(
             name=f"{name}-host{i}",
-            num_cpus=cpus,
-            num_gpus=gpus,
+            **placement.options(i),
             max_restarts=MAX_RESTARTS,
             max_task_retries=0,
         )

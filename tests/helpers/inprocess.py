@@ -26,6 +26,7 @@ class InProcessPool:
         if spec.faults.plan:
             raise ValueError("injected faults need real actor processes: use the Ray pool")
         self.groups = groups
+        self.nodes = ["this process"]  # one machine: the summary records nodes=1
         self.hosts = [
             WorkerHost(spec, group, {j: shards[j] for j in host_shards(spec.scheme, group)})
             for group in groups
@@ -84,4 +85,4 @@ class InProcessRound:
 
 def in_process(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> InProcessPool:
     """Start a run's workers in this process (the ``start_pool`` of :func:`gclab.app.run`)."""
-    return InProcessPool(spec, plan.cluster.groups(cpus=os.cpu_count() or 1), shards)
+    return InProcessPool(spec, plan.cluster.groups(resources={"CPU": os.cpu_count() or 1}), shards)

@@ -7,11 +7,14 @@ from gclab.runtime.timing import ComputeTime
 
 
 @pytest.mark.parametrize(
-    ("workers", "threads", "cpus", "actors"),
-    [(16, 1, 2, 2), (16, 2, 8, 4), (3, 1, 64, 3), (4, 4, 2, 1), (8, 1, 0.5, 1)],
-)
-def test_default_actors_never_outnumber_the_cores(workers, threads, cpus, actors) -> None:
-    cluster = Cluster(workers=workers, threads_per_actor=threads)
+    ("workers", "threads", "worker_cpus", "cpus", "actors"),
+    [(16, 1, 0.5, 2, 2), (16, 2, 0.5, 8, 4), (3, 1, 1, 64, 3), (4, 4, 1, 2, 1),
+     (8, 1, 0.5, 0.5, 1), (16, 1, 2, 8, 4)],
+)  # fmt: skip
+def test_default_actors_never_outnumber_the_cores(
+    workers, threads, worker_cpus, cpus, actors
+) -> None:
+    cluster = Cluster(workers=workers, threads_per_actor=threads, worker_cpus=worker_cpus)
     assert cluster.default_actors(cpus) == actors
 
 

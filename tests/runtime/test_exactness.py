@@ -4,6 +4,8 @@ The matrix runs the whole loop with the workers in this process (``helpers.inpro
 the same WorkerHost code, no Ray); one representative runs on real Ray actors.
 """
 
+import json
+
 import numpy as np
 import pytest
 from hydra.utils import instantiate
@@ -76,8 +78,14 @@ def test_exact_scheme_with_a_straggler_every_round_equals_single_process_sgd(tmp
 def test_on_ray_actors_hosting_two_workers_a_straggler_every_round_stays_exact(
     ray_session, tmp_path
 ):
-    """The representative on real Ray: classic_cr, 4 workers packed into 2 actors."""
-    cfg = straggler_config(tmp_path, EXACT_SCHEMES[1], ("cluster.actors=2",))
+    """The representative on real Ray: classic_cr, 4 workers packed into 2 actors.
+
+    The actors reserve nothing, so no placement group holds them: Ray places them.
+    """
+    extra = ("cluster.actors=2", "cluster.worker_cpus=0")
+    cfg = straggler_config(tmp_path, EXACT_SCHEMES[1], extra)
     got = trained_weights(cfg, tmp_path / "run")
     assert_same_weights(got, reference_weights(cfg))
     assert_erased_and_never_waited(tmp_path / "run")
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["actors"], summary["nodes"]) == (2, 1)

@@ -1,7 +1,7 @@
 """The worker pool's start-up sentence: what the actors ask for against what was free.
 
 The deadlines themselves need real actors: tests/runtime/test_faults.py (a stuck
-actor) and tests/test_cli.py (an undersized head node).
+actor) and tests/test_cli.py (a head node whose CPUs another client holds).
 """
 
 from gclab.runtime.pool import shortfall

@@ -149,3 +149,17 @@ def test_bad_config_is_one_sentence_and_exit_2(
     ]
     assert message in proc.stderr
     assert not (out / "summary.json").exists()
+
+
+def test_sweep_over_schemes_with_shared_keys(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "gclab.sim", "-m", "scheme=pipelined_cr,pipelined_fr",
+         "scheme.s=1", "scheme.T=1,2", "cluster.workers=4", "sim.jobs=5",
+         f"hydra.sweep.dir={tmp_path}"],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    summaries = [json.loads((tmp_path / str(j) / "summary.json").read_text()) for j in range(4)]
+    assert [s["scheme"] for s in summaries] == [
+        f"{name}(n=4, s=1, T={T})" for name in ("pipelined_cr", "pipelined_fr") for T in (1, 2)
+    ]
