@@ -84,7 +84,13 @@ def stopping_at(r_stop: int):
     return start
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+#: One scheme of each kind of coding state runs in the fast lane, the others are slow.
+FAST = {"classic_cr", "pipelined_cr", "pipelined_cr_interleaved", "sr_sgc", "m_sgc"}
+
+
+@pytest.mark.parametrize(
+    "scheme", [s if s in FAST else pytest.param(s, marks=pytest.mark.slow) for s in SCHEMES]
+)
 def test_a_stopped_run_resumes_to_the_uninterrupted_runs_end(tmp_path, scheme):
     args = overrides(tmp_path, scheme, 12)
     run(compose_config(args), tmp_path / "ref", start_pool=in_process)
