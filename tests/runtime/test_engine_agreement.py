@@ -25,8 +25,14 @@ OVERRIDES = {"pipelined_cr": ["scheme.T=1"], "m_sgc": ["scheme.lam=1"]}
 SCHEMES = {name: [f"scheme={name}", *OVERRIDES.get(name, [])] for name in builtin_schemes()}
 
 
+#: One scheme of each family runs in the fast lane, the others in the slow one.
+FAST = {"uncoded", "classic_cr", "pipelined_cr", "sr_sgc", "m_sgc"}
+
+
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize(
+    "scheme", [s if s in FAST else pytest.param(s, marks=pytest.mark.slow) for s in SCHEMES]
+)
 def test_runtime_and_simulator_agree_round_by_round(tmp_path, scheme, recovery):
     check_agreement(tmp_path, SCHEMES[scheme], recovery, in_process)
 

@@ -66,8 +66,8 @@ def staleness(decoded: list[list[int]]) -> list[int]:
     [
         ("pipelined_cr", BERNOULLI, "constant"),
         ("pipelined_fr", BURSTS, "constant"),
-        ("pipelined_cr", BURSTS, "scaled"),
-        ("pipelined_fr", BERNOULLI, "scaled"),
+        pytest.param("pipelined_cr", BURSTS, "scaled", marks=pytest.mark.slow),
+        pytest.param("pipelined_fr", BERNOULLI, "scaled", marks=pytest.mark.slow),
     ],
     ids=["cr-bernoulli", "fr-bursts", "cr-bursts-scaled", "fr-bernoulli-scaled"],
 )
