@@ -31,7 +31,6 @@ first failed job and writes no ``error.txt``.
 
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ from hydra.core.utils import (
 )
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
+from hydra_zen import builds
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
@@ -59,21 +59,15 @@ log = logging.getLogger(__name__)
 TRAINING_CLUSTER = "gclab.runtime.cluster.Cluster"
 
 
-@dataclass
-class RayLauncherConf:
-    _target_: str = "hydra_plugins.gclab_launcher.ray_launcher.RayLauncher"
-    address: str | None = "${oc.select:cluster.address,null}"  # null: a private local Ray
-    num_cpus: float | None = None  # per job; null: 0 for training, 1 for the simulator
-    num_gpus: float = 0.0  # per job's driver (its worker actors reserve their own)
-    max_parallel: int | None = None  # jobs in flight; null: as many as the cluster holds
-
-
-ConfigStore.instance().store(
-    group="hydra/launcher", name="ray", node=RayLauncherConf, provider="gclab"
-)
-
-
 class RayLauncher(Launcher):
+    """Runs a sweep's jobs as Ray tasks (module docstring).
+
+    ``address``: the Ray cluster (null: a private local Ray); ``num_cpus``: per job
+    (null: 0 for training, 1 for the simulator); ``num_gpus``: per job's driver (its
+    worker actors reserve their own); ``max_parallel``: jobs in flight (null: as many
+    as the cluster holds).
+    """
+
     def __init__(
         self,
         address: str | None = None,
@@ -237,3 +231,15 @@ def _died(config: DictConfig, exc: Exception) -> JobReturn:
         status=JobStatus.FAILED,
         _return_value=exc,
     )
+
+
+# The launcher's config is derived from its signature; the address defaults to the
+# training app's cluster.address where there is one.
+ConfigStore.instance().store(
+    group="hydra/launcher",
+    name="ray",
+    node=builds(
+        RayLauncher, populate_full_signature=True, address="${oc.select:cluster.address,null}"
+    ),
+    provider="gclab",
+)
