@@ -258,7 +258,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             acc, test_loss = server.evaluate(data, normalizer)
             recorder.evaluation(r, acc, test_loss)
             postfix["acc"] = f"{acc:.3f}"
-        progress.set_postfix(postfix)
+        progress.set_postfix(postfix, refresh=False)  # redrawn at tqdm's own interval
         stop = plan.stop_at_target and recorder.time_to_target is not None
         last = finished or stop
         if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or last):

@@ -129,23 +129,24 @@ class StudyRunner:
         atomic_write(self.out / "status.csv", write)
 
     def run(self, units: list[Unit], checks: list[Unit]) -> list[Outcome]:
-        """Every unit (verification runs right after the units of their seed), then the
-        verification tables and the report."""
+        """Every unit in order, the verification runs once the replays are written (before
+        the real runs under loss), then the verification tables and the report."""
         self.out.mkdir(parents=True, exist_ok=True)
-        pending = list(checks)
+        last_replay = max((i for i, unit in enumerate(units) if unit.replay), default=-1)
+        if last_replay < 0:
+            self._verify(checks)
         for i, unit in enumerate(units):
             outcome = self.replay(unit) if unit.replay else self.train(unit, self.runs / unit.name)
             self.record(outcome)
-            seed = unit.name.rsplit("/", 1)[1]
-            if i + 1 == len(units) or units[i + 1].name.rsplit("/", 1)[1] != seed:
-                for check in [c for c in pending if c.name.endswith(f"/{seed}")]:
-                    pending.remove(check)
-                    self.record(
-                        self.train(check, self.out / "verify" / "runs" / check.name, "verify")
-                    )
+            if i == last_replay:
+                self._verify(checks)
         self.write_verification(checks)
         self.write_report()
         return self.outcomes
+
+    def _verify(self, checks: list[Unit]) -> None:
+        for check in checks:
+            self.record(self.train(check, self.out / "verify" / "runs" / check.name, "verify"))
 
     def write_verification(self, checks: list[Unit]) -> list[Comparison]:
         """``verify/comparison.md`` and one CSV per point whose real run and replay exist."""

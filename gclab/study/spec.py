@@ -174,9 +174,12 @@ def variants(spec: StudySpec) -> list[Variant]:
 def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
     """The study's units in running order, and the real runs that verify replayed points.
 
-    Per seed: the lossless real runs, then the replays of the exact variants, then the
-    real runs under loss, so that a study stopped part-way has whole seeds. Every scheme
-    and loss setting is composed and built first: a bad one fails here, before any run.
+    The order puts whole points first, so that a study stopped part-way has every seed of
+    the points it has: the lossless real runs (each variant over every seed), then the
+    replays of the exact variants, then the real runs under loss, loss setting by loss
+    setting (each variant over every seed). The runner starts the verification runs once
+    the replays are written. Every scheme and loss setting is composed and built first:
+    a bad one fails here, before any run.
     """
     faulty = set()  # loss settings that inject faults: a replay does not model them
     for loss, keys in spec.losses.items():
@@ -185,11 +188,10 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
         if any(cfg.faults[kind] for kind in cfg.faults):
             faulty.add(loss)
     all_variants = variants(spec)
-    units: list[Unit] = []
-    for seed in spec.seeds:
-        lossless, replays, lossy = [], [], []
+    lossless, replays, lossy = [], [], []
+    for loss, loss_keys in spec.losses.items():
         for variant in all_variants:
-            for loss, loss_keys in spec.losses.items():
+            for seed in spec.seeds:
                 name = f"{variant.label}/{loss}/seed{seed}"
                 overrides = (*variant.overrides, *loss_keys, f"seed={seed}")
                 if loss == spec.lossless:
@@ -200,7 +202,7 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
                     replays.append(Unit(name, overrides, source))
                 else:
                     lossy.append(Unit(name, overrides))
-        units += lossless + replays + lossy
+    units = lossless + replays + lossy
     by_name = {unit.name: unit for unit in units}
     checks = []
     for point in spec.verify:

@@ -65,6 +65,8 @@ def test_study_runs_resumably_records_failures_verifies_and_reports(tmp_path: Pa
         "pipelined_cr-stale-constant/lossy/seed0:run",
         "pipelined_cr-interleaved/lossy/seed0:verify",
     }  # fmt: skip
+    kinds = [row["kind"] for row in csv.DictReader((out / "status.csv").open())]
+    assert kinds == ["run"] * 3 + ["replay"] * 4 + ["verify"] + ["run"] * 2  # verify: replays done
     short = "trace short.npz has 4 workers × 3 rounds but the run needs 4 × 14"
     state, message = states["pipelined_cr-stale-constant/broken/seed0:run"]
     assert state == "failed" and message.startswith(short)
