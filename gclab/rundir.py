@@ -95,10 +95,16 @@ def check_resume(cfg: DictConfig, run_dir: Path) -> None:
         ) from None
     now = config_text(cfg)
     if saved != now:
+        described, only_new_keys = _differences(saved, now)
+        advice = (
+            "an older gclab without these keys wrote it: finish it with that version, or "
+            "start the run again in another directory"
+            if only_new_keys
+            else "resume with the same overrides as the run (its .hydra/overrides.yaml)"
+        )
         raise ConfigError(
             f"resume=true but the config differs from the one that wrote {path} "
-            f"({_differences(saved, now)}); resume with the same overrides as the run "
-            f"(its .hydra/overrides.yaml)."
+            f"({described}); {advice}."
         )
     if "coding" not in checkpoint:
         raise ConfigError(
@@ -107,8 +113,9 @@ def check_resume(cfg: DictConfig, run_dir: Path) -> None:
         )
 
 
-def _differences(saved: str, now: str, shown: int = 3) -> str:
-    """``"train.lr: 0.05 in the run, 0.1 now"`` for the first ``shown`` keys that differ."""
+def _differences(saved: str, now: str, shown: int = 3) -> tuple[str, bool]:
+    """``"train.lr: 0.05 in the run, 0.1 now"`` for the first ``shown`` keys that differ,
+    and whether every difference is a key the run's config did not have."""
     before, after = _leaves(OmegaConf.create(saved)), _leaves(OmegaConf.create(now))
     keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     parts = [
@@ -116,7 +123,7 @@ def _differences(saved: str, now: str, shown: int = 3) -> str:
         for k in keys[:shown]
     ]
     more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
-    return "; ".join(parts) + more
+    return "; ".join(parts) + more, all(k not in before for k in keys)
 
 
 def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:

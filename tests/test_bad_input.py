@@ -22,10 +22,11 @@ import numpy as np
 import pytest
 import ray
 from hydra.errors import ConfigCompositionException, InstantiationException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gclab.app import build, run
 from gclab.errors import ConfigError
+from gclab.rundir import config_text
 from gclab.runtime import cluster as cluster_module
 from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare
@@ -334,6 +335,20 @@ def test_resume_with_a_changed_config_fails(tmp_path: Path, resume_cfg) -> None:
     with pytest.raises(ConfigError) as info:
         run(resume_cfg, tmp_path)
     assert_one_sentence(str(info.value), r"the config differs from the one that wrote")
+    assert "resume with the same overrides as the run" in str(info.value)
+
+
+def test_resume_of_a_run_an_older_gclab_wrote_says_so(tmp_path: Path, resume_cfg) -> None:
+    older = OmegaConf.create(config_text(resume_cfg))
+    del older.cluster["placement"], older.cluster["bf16"]  # keys that gclab did not have yet
+    save_checkpoint(tmp_path / "checkpoint.pt", {"config": OmegaConf.to_yaml(older), "round": 0})
+    with pytest.raises(ConfigError) as info:
+        run(resume_cfg, tmp_path)
+    assert_one_sentence(
+        str(info.value),
+        r"\(cluster\.bf16: unset in the run, False now; cluster\.placement: unset in the run, "
+        r"pack now\); an older gclab without these keys wrote it: finish it with that version",
+    )
 
 
 def test_cluster_address_nobody_listens_on_fails_in_the_probe(
