@@ -3,7 +3,8 @@
 Runs every unit the spec implies (:mod:`gclab.study.spec`) resumably into ``--out``
 (:mod:`gclab.study.runner`), verifies the replay shortcut against real runs, and writes
 the report. ``--dry-run`` lists the units and the commands without running anything;
-``--report-only`` rewrites the verification tables and the report from what is there.
+``--report-only`` starts no training run: it writes the replays of the lossless runs that
+have finished, then the verification tables and the report, from what is there.
 Exit code 2 for a bad spec (before anything runs), 1 if some unit failed.
 """
 
@@ -32,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--out", type=Path, help="study folder (default: studies/<spec name>)")
     parser.add_argument("--dry-run", action="store_true", help="list the units, run nothing")
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report")
+    parser.add_argument(
+        "--report-only", action="store_true",
+        help="train nothing: replay the finished runs, rewrite the verification and the report",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         spec = load_spec(args.spec, args.sets)
@@ -51,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{real} real runs, {len(units) - real} replays, {len(checks)} verification runs")
         return 0
     if args.report_only:
+        runner.replay_finished(units)
         runner.write_verification(checks)
         written = runner.write_report()
     else:

@@ -111,6 +111,13 @@ class StudyRunner:
             return Outcome(unit.name, "replay", "failed", time.monotonic() - start, str(exc))
         return Outcome(unit.name, "replay", "done", time.monotonic() - start)
 
+    def replay_finished(self, units: list[Unit]) -> None:
+        """Every replay whose source run has finished (the others are left out, unrecorded)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        for unit in units:
+            if unit.replay and (self.runs / unit.source / "summary.json").is_file():
+                self.record(self.replay(unit))
+
     # --- the study ---------------------------------------------------------------------------
 
     def record(self, outcome: Outcome) -> None:

@@ -19,6 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from omegaconf import OmegaConf
+
+from gclab.app import run
+from gclab.study.__main__ import main
+from gclab.study.spec import load_spec, plan, run_overrides
+from helpers.config import compose_config
+from helpers.inprocess import in_process
 
 SPEC = """
 experiment: smoke
@@ -107,3 +114,36 @@ def test_study_runs_resumably_records_failures_verifies_and_reports(tmp_path: Pa
     console = (out / "runs/pipelined_cr-stale-constant/lossy/seed0/console.log").read_text()
     assert console.count("-m gclab experiment=") == 2  # the first run, then its resumption
     assert "resume=true" in console
+
+
+FINISHED_ONLY = """
+experiment: smoke
+overrides: [cluster.workers=4, train.rounds=6, train.eval_every=3, network.policy=all,
+            data.train_size=256, data.test_size=64, train.batch_size=32, model.width=8]
+seeds: [0]
+schemes: {uncoded: [scheme=uncoded], classic_cr: [scheme=classic_cr, scheme.s=1]}
+losses: {none: [delay=none], lossy: [delay=bernoulli, delay.p=0.3]}
+lossless: none
+"""
+
+
+def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
+    """The uncoded source has finished (trained here, in process), classic_cr's has not."""
+    (tmp_path / "spec.yaml").write_text(FINISHED_ONLY)
+    spec = load_spec(tmp_path / "spec.yaml")
+    source = next(u for u in plan(spec)[0] if u.name == "uncoded/none/seed0")
+    source_dir = tmp_path / "out" / "runs" / source.name
+    cfg = compose_config(run_overrides(spec, source.overrides))
+    (source_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, source_dir / ".hydra" / "config.yaml")
+    run(cfg, source_dir, start_pool=in_process)
+
+    argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--report-only"]) == 0
+    states = status(tmp_path / "out")
+    assert states == {"uncoded/lossy/seed0:replay": ("done", "")}  # classic_cr: no source yet
+    replayed = json.loads((tmp_path / "out/runs/uncoded/lossy/seed0/summary.json").read_text())
+    assert replayed["replayed_from"] == str(source_dir)
+    assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["uncoded"]
+    report = (tmp_path / "out" / "report" / "summary.md").read_text()
+    assert "| uncoded/lossy/seed0 |" in report  # the replay is reported
