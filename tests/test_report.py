@@ -26,7 +26,7 @@ from matplotlib.image import imread
 
 import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
 from gclab import CONF_DIR
-from gclab.report import SweepError, load_sweep, write_report
+from gclab.report import SweepError, load_sweep, plots, write_report
 from gclab.report.groups import groups
 from gclab.report.runs import loss_rate
 from helpers.config import compose_config
@@ -503,3 +503,17 @@ def test_range_band_and_a_study_without_target(tmp_path: Path) -> None:
     first = next(r for r in read_csv(tmp_path / "out" / "curves.csv") if r["series"] == "uncoded")
     assert (float(first["band_low"]), float(first["band_high"])) == pytest.approx((0.3, 0.34))
     assert "Time to test accuracy" not in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_mean_curves_are_drawn_with_every_seed_beside_them(tmp_path: Path, monkeypatch) -> None:
+    """A mean covers only the span every seed covers; each seed's own line goes on past it."""
+    make_study(tmp_path)
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    plots.accuracy_vs_time(load_sweep(tmp_path), tmp_path / "plot.png")
+    no_loss = figures[0].axes[0]  # classic_fr and uncoded, 3 seeds each
+    lines = [(line.get_linewidth(), list(line.get_xdata())) for line in no_loss.get_lines()]
+    seed_lines = [x for width, x in lines if width < 1]
+    assert sorted(x[-1] for x in seed_lines) == [25, 26, 27, 30, 31, 32]  # each seed's end
+    means = [x for width, x in lines if width >= 1]
+    assert sorted(x[-1] for x in means) == [25, 30]  # the earliest last evaluation

@@ -63,7 +63,9 @@ def _panel_title(key: tuple[float, str] | None, several_models: bool) -> str:
 
 def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
     """Test accuracy against the virtual clock, one panel per loss setting, one curve per
-    group: a single seed's evaluations, or the mean over seeds with its band."""
+    group: a single seed's evaluations, or the mean over seeds with its band (over the
+    span every seed covers) and each seed's own evaluations as a thin line (runs that
+    stop at a target end at different times, past the mean's span)."""
     all_groups = [g for g in groups(sweep) if g.curves()]
     if not all_groups:
         return None
@@ -86,6 +88,8 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
             if mean is None:  # seeds without a common time span
                 continue
             grid, spreads = mean
+            for times, accuracy in group.curves():
+                ax.plot(times, accuracy, color=c, linewidth=0.7, alpha=0.45)
             ax.plot(grid, [s.mean for s in spreads], color=c, label=group.label)
             ax.fill_between(
                 grid, [s.low for s in spreads], [s.high for s in spreads], color=c, alpha=0.2
@@ -100,7 +104,7 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
     _legend(fig, axes)
     title = "Test accuracy vs virtual time"
     if seeds > 1:
-        title += f" (mean over seeds; band: {BANDS[band]})"
+        title += f" (mean over seeds; band: {BANDS[band]}; thin lines: each seed)"
     fig.suptitle(title)
     return _save(fig, path)
 
