@@ -399,19 +399,23 @@ def study_run(
     root: Path, scheme: str, delay: dict[str, Any], seed: int, times: list[float],
     accuracy: list[float], failed: bool = False,
 ) -> Path:  # fmt: skip
-    """A finished (or failed) training run of a study, laid out as the study runner does."""
+    """A finished (or failed) training run of a study, laid out as the study runner does:
+    one job applied per round, an evaluation every 10 rounds (after rounds 9, 19, ...)."""
     option = "bernoulli" if delay["_target_"] == BERNOULLI else "gilbert_elliott"
     keys = [f"delay.{k}={v}" for k, v in delay.items() if k != "_target_"]
     scheme_keys = ["scheme.s=1"] if scheme != "uncoded" else []
-    evals = records(*({"kind": "eval", "virtual_time": t, "test_accuracy": a}
-                      for t, a in zip(times, accuracy)))  # fmt: skip
+    rounds = [{"kind": "round", "round": r, "jobs_applied": 1} for r in range(10 * len(times))]
+    evals = records(*rounds, *(
+        {"kind": "eval", "round": 10 * i + 9, "virtual_time": t, "test_accuracy": a}
+        for i, (t, a) in enumerate(zip(times, accuracy))
+    ))  # fmt: skip
     return job(
         root / scheme / f"{option}{'-'.join(keys)}" / f"seed{seed}",
         [f"scheme={scheme}", *scheme_keys, f"delay={option}", *keys, f"seed={seed}"],
         num=None, choices={"scheme": scheme, "delay": option},
         config={"seed": seed, "scheme": {"name": scheme}, "delay": delay},
         summary=None if failed else {"scheme": scheme, "test_accuracy": accuracy[-1],
-                                     "total_virtual_time": times[-1]},
+                                     "total_virtual_time": times[-1], "jobs": len(rounds)},
         metrics=None if failed else evals, error="RuntimeError: boom" if failed else None,
     )  # fmt: skip
 
@@ -476,6 +480,14 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
         ("uncoded", "2/3", f"61.0 ± {half_width([60, 62]):.1f}", "60.0–62.0"),
         ("classic_fr", "1/1", "17.0", "17.0–17.0"),
     ]  # fmt: skip
+    assert [r["jobs to target"] for r in table] == ["20 ± 0"] * 3 + ["30 ± 0", "20"]
+    assert (
+        table[1]["s per job"]
+        == f"{np.mean([30, 31, 32]) / 30:.4f} ± {half_width([1, 31 / 30, 32 / 30]):.4f}"
+    )
+    lossy = rows["uncoded", "bernoulli", "0.1"]  # 2 of 3 seeds reached at 30 jobs; all 3 paced
+    assert float(lossy["jobs_mean"]) == 30.0 and float(lossy["jobs_ci95_low"]) == 30.0
+    assert float(lossy["seconds_per_job_mean"]) == pytest.approx(np.mean([60, 62, 64]) / 30)
     speed = [20 / 15, 21 / 16, 22 / 17]
     assert table[0]["speed-up vs uncoded"] == (
         f"{np.mean(speed):.2f} ± {half_width(speed):.2f} (3 pairs)"

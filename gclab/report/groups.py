@@ -98,6 +98,25 @@ class Group:
         """Each finished seed's time to target (None: not reached)."""
         return [first_reach(t, a, target) for t, a in map(Run.evaluations, self.finished)]
 
+    def jobs_to_target(self, target: float) -> list[int | None]:
+        """Each finished seed's jobs applied by its first evaluation at or above ``target``."""
+        out: list[int | None] = []
+        for run in self.finished:
+            _, accuracy = run.evaluations()
+            hits = np.flatnonzero(accuracy >= target)
+            out.append(int(run.jobs_at_evaluations()[hits[0]]) if hits.size else None)
+        return out
+
+    def seconds_per_job(self) -> list[float]:
+        """Each finished seed's virtual time per applied job over the whole run: the pace at
+        which the scheme and the losses let jobs through, whatever they train."""
+        paces = []
+        for run in self.finished:
+            jobs, total = (run.summary or {}).get("jobs"), run.total_time
+            if jobs and total is not None:
+                paces.append(total / jobs)
+        return paces
+
     def seeds(self) -> list[Any]:
         """The finished runs' seeds, in the order of :meth:`times_to_target`."""
         return [run.config.get("seed") for run in self.finished]
@@ -141,6 +160,8 @@ class TargetRow:
     time: Spread | None  # 95 % t-interval over the seeds that reached
     extent: Spread | None  # the same values' range
     speedup: Spread | None  # baseline's time / this group's, paired by seed (95 % t-interval)
+    jobs: Spread | None  # jobs applied by the target, over the seeds that reached (95 % t-interval)
+    pace: Spread | None  # virtual seconds per applied job, over every finished seed (the same)
 
 
 def _by_seed(group: Group, target: float) -> dict[Any, float]:
@@ -168,6 +189,8 @@ def target_rows(
                 spread(times, "ci"),
                 spread(times, "range"),
                 spread(ratios, "ci"),
+                spread([j for j in group.jobs_to_target(target) if j is not None], "ci"),
+                spread(group.seconds_per_job(), "ci"),
             )
         )
     return rows

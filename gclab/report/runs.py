@@ -153,13 +153,34 @@ class Run:
 
     def evaluations(self) -> tuple[np.ndarray, np.ndarray]:
         """``(virtual_time, test_accuracy)`` of every evaluation with both values."""
-        points = [
-            (_number(r.get("virtual_time")), _number(r.get("test_accuracy")))
+        points = self._evaluation_records()
+        return (
+            np.asarray([_number(r["virtual_time"]) for r in points]),
+            np.asarray([_number(r["test_accuracy"]) for r in points]),
+        )
+
+    def jobs_at_evaluations(self) -> np.ndarray:
+        """Jobs applied by each evaluation of :meth:`evaluations` (the rounds' ``jobs_applied``
+        summed up to the evaluation's round)."""
+        rounds = sorted(
+            (int(r["round"]), int(r.get("jobs_applied") or 0))
+            for r in self.records
+            if r.get("kind") == "round"
+        )
+        numbers = np.asarray([number for number, _ in rounds], dtype=int)
+        applied = np.cumsum([count for _, count in rounds], dtype=int)
+        evaluated = np.asarray([int(r["round"]) for r in self._evaluation_records()], dtype=int)
+        last = np.searchsorted(numbers, evaluated, side="right") - 1  # last round <= evaluation's
+        return np.where(last >= 0, applied[np.maximum(last, 0)] if applied.size else 0, 0)
+
+    def _evaluation_records(self) -> list[dict[str, Any]]:
+        return [
+            r
             for r in self.records
             if r.get("kind") == "eval"
+            and _number(r.get("virtual_time")) is not None
+            and _number(r.get("test_accuracy")) is not None
         ]
-        points = [p for p in points if None not in p]
-        return np.asarray([t for t, _ in points]), np.asarray([a for _, a in points])
 
     def decode_ms(self) -> np.ndarray:
         """Decode latency (ms) of the rounds that decoded a job (as the summary counts them)."""

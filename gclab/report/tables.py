@@ -178,7 +178,9 @@ def write_curves_csv(all_groups: list[Group], band: str, path: Path) -> None:
 TARGET_COLUMNS = (
     "series", "delay", "loss_rate", "target", "runs", "finished", "reached", "mean",
     "ci95_low", "ci95_high", "min", "max", "seeds", "times", "speedup_mean",
-    "speedup_ci95_low", "speedup_ci95_high", "pairs",
+    "speedup_ci95_low", "speedup_ci95_high", "pairs", "jobs_mean", "jobs_ci95_low",
+    "jobs_ci95_high", "seconds_per_job_mean", "seconds_per_job_ci95_low",
+    "seconds_per_job_ci95_high",
 )  # fmt: skip
 
 
@@ -190,15 +192,19 @@ def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
         for row in rows:
             time, extent, speed = row.time, row.extent, row.speedup
             numbers = [
-                time.mean if time else None, time.low if time else None,
-                time.high if time else None, extent.low if extent else None,
-                extent.high if extent else None,
-            ]  # fmt: skip
+                *_mean_low_high(time),
+                *((extent.low, extent.high) if extent else (None,) * 2),
+            ]
             speedup = [speed.mean, speed.low, speed.high, speed.count] if speed else [None] * 4
             cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
                      row.reached, *numbers, row.group.seeds(),
-                     row.group.times_to_target(target), *speedup]  # fmt: skip
+                     row.group.times_to_target(target), *speedup, *_mean_low_high(row.jobs),
+                     *_mean_low_high(row.pace)]  # fmt: skip
             writer.writerow([_cell(v) for v in cells])
+
+
+def _mean_low_high(value: Spread | None) -> list[float | None]:
+    return [value.mean, value.low, value.high] if value else [None] * 3
 
 
 def _plus_minus(value: Spread | None, digits: int) -> str:
@@ -215,9 +221,13 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
         f"## Time to test accuracy {target:g}",
         "",
         f"Virtual time of each run's first evaluation at or above {target:g}: mean over the "
-        "seeds that reached it ± the half-width of its 95 % t-interval, and the range.",
+        "seeds that reached it ± the half-width of its 95 % t-interval, and the range. It is "
+        "the jobs applied by then (over the same seeds) times the virtual seconds per job "
+        "(over every finished seed, whole runs): the first is what training needs, the "
+        "second what the scheme and the losses charge for each job.",
     ]
-    header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)"]
+    header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)",
+              "jobs to target", "s per job"]  # fmt: skip
     if baseline is not None:
         lines[-1] += (
             f" Speed-up: {baseline}'s time over this group's, per seed (paired: same seed, "
@@ -234,6 +244,8 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             f"{row.reached}/{row.finished}",
             _plus_minus(row.time, 1),
             f"{extent.low:.1f}–{extent.high:.1f}" if extent else "–",
+            _plus_minus(row.jobs, 0),
+            _plus_minus(row.pace, 4),
         ]
         if baseline is not None:
             speed = row.speedup
