@@ -168,10 +168,9 @@ class Run:
             if r.get("kind") == "round"
         )
         numbers = np.asarray([number for number, _ in rounds], dtype=int)
-        applied = np.cumsum([count for _, count in rounds], dtype=int)
+        applied = np.concatenate([[0], np.cumsum([count for _, count in rounds], dtype=int)])
         evaluated = np.asarray([int(r["round"]) for r in self._evaluation_records()], dtype=int)
-        last = np.searchsorted(numbers, evaluated, side="right") - 1  # last round <= evaluation's
-        return np.where(last >= 0, applied[np.maximum(last, 0)] if applied.size else 0, 0)
+        return applied[np.searchsorted(numbers, evaluated, side="right")]  # rounds <= its own
 
     def _evaluation_records(self) -> list[dict[str, Any]]:
         return [

@@ -249,7 +249,7 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
         ]
         if baseline is not None:
             speed = row.speedup
-            pairs = f"{speed.count} pair" + ("s" if speed.count != 1 else "") if speed else ""
-            cells.append(f"{_plus_minus(speed, 2)} ({pairs})" if speed else "–")
+            plural = "s" if speed and speed.count != 1 else ""
+            cells.append(f"{_plus_minus(speed, 2)} ({speed.count} pair{plural})" if speed else "–")
         lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     return "\n".join([*lines, ""])
