@@ -34,7 +34,7 @@ def test_the_packet_loss_study_runs_stale_pipelines_for_real_and_replays_the_res
     points = [u.name.rsplit("/", 1)[0] for u in units]
     assert points[:6] == ["uncoded/none"] * 3 + ["classic_cr/none"] * 3  # every seed of a point
     assert [u.name.rsplit("/", 1)[1] for u in units[:6]] == ["seed0", "seed1", "seed2"] * 2
-    losses = [u.name.split("/")[1] for u in units if kinds[units.index(u)] == "lossy"]
+    losses = [u.name.split("/")[1] for u, kind in zip(units, kinds) if kind == "lossy"]
     assert losses == sorted(losses, key=list(spec.losses).index)  # loss setting by loss setting
     stale = next(u for u in units if u.name == "pipelined_fr-stale-scaled/bernoulli-0.1/seed1")
     assert stale.overrides == (
