@@ -488,6 +488,13 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     lossy = rows["uncoded", "bernoulli", "0.1"]  # 2 of 3 seeds reached at 30 jobs; all 3 paced
     assert float(lossy["jobs_mean"]) == 30.0 and float(lossy["jobs_ci95_low"]) == 30.0
     assert float(lossy["seconds_per_job_mean"]) == pytest.approx(np.mean([60, 62, 64]) / 30)
+    finals = [0.55, 0.55, 0.49]  # seed 2 ends below the target at its budget
+    assert float(lossy["final_accuracy_mean"]) == pytest.approx(np.mean(finals))
+    assert float(lossy["final_accuracy_ci95_low"]) == pytest.approx(
+        np.mean(finals) - half_width(finals)
+    )
+    assert table[3]["final accuracy"] == f"{np.mean(finals):.3f} ± {half_width(finals):.3f}"
+    assert table[4]["final accuracy"] == "0.700"  # one seed
     speed = [20 / 15, 21 / 16, 22 / 17]
     assert table[0]["speed-up vs uncoded"] == (
         f"{np.mean(speed):.2f} ± {half_width(speed):.2f} (3 pairs)"

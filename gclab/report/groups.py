@@ -117,6 +117,11 @@ class Group:
                 paces.append(total / jobs)
         return paces
 
+    def final_accuracies(self) -> list[float]:
+        """Each finished seed's last evaluation's test accuracy: at the target for a run that
+        stopped there, at the budget for one that did not reach it."""
+        return [float(a[-1]) for _, a in map(Run.evaluations, self.finished) if len(a)]
+
     def seeds(self) -> list[Any]:
         """The finished runs' seeds, in the order of :meth:`times_to_target`."""
         return [run.config.get("seed") for run in self.finished]
@@ -162,6 +167,7 @@ class TargetRow:
     speedup: Spread | None  # baseline's time / this group's, paired by seed (95 % t-interval)
     jobs: Spread | None  # jobs applied by the target, over the seeds that reached (95 % t-interval)
     pace: Spread | None  # virtual seconds per applied job, over every finished seed (the same)
+    final: Spread | None  # last evaluation's test accuracy, over every finished seed (the same)
 
 
 def _by_seed(group: Group, target: float) -> dict[Any, float]:
@@ -191,6 +197,7 @@ def target_rows(
                 spread(ratios, "ci"),
                 spread([j for j in group.jobs_to_target(target) if j is not None], "ci"),
                 spread(group.seconds_per_job(), "ci"),
+                spread(group.final_accuracies(), "ci"),
             )
         )
     return rows

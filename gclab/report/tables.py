@@ -180,7 +180,8 @@ TARGET_COLUMNS = (
     "ci95_low", "ci95_high", "min", "max", "seeds", "times", "speedup_mean",
     "speedup_ci95_low", "speedup_ci95_high", "pairs", "jobs_mean", "jobs_ci95_low",
     "jobs_ci95_high", "seconds_per_job_mean", "seconds_per_job_ci95_low",
-    "seconds_per_job_ci95_high",
+    "seconds_per_job_ci95_high", "final_accuracy_mean", "final_accuracy_ci95_low",
+    "final_accuracy_ci95_high",
 )  # fmt: skip
 
 
@@ -199,7 +200,7 @@ def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
             cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
                      row.reached, *numbers, row.group.seeds(),
                      row.group.times_to_target(target), *speedup, *_mean_low_high(row.jobs),
-                     *_mean_low_high(row.pace)]  # fmt: skip
+                     *_mean_low_high(row.pace), *_mean_low_high(row.final)]  # fmt: skip
             writer.writerow([_cell(v) for v in cells])
 
 
@@ -224,10 +225,12 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
         "seeds that reached it ± the half-width of its 95 % t-interval, and the range. It is "
         "the jobs applied by then (over the same seeds) times the virtual seconds per job "
         "(over every finished seed, whole runs): the first is what training needs, the "
-        "second what the scheme and the losses charge for each job.",
+        "second what the scheme and the losses charge for each job. Final accuracy: the last "
+        "evaluation's, over every finished seed (at the target where a run stopped there, at "
+        "the budget where it did not reach it).",
     ]
     header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)",
-              "jobs to target", "s per job"]  # fmt: skip
+              "jobs to target", "s per job", "final accuracy"]  # fmt: skip
     if baseline is not None:
         lines[-1] += (
             f" Speed-up: {baseline}'s time over this group's, per seed (paired: same seed, "
@@ -246,6 +249,7 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             f"{extent.low:.1f}–{extent.high:.1f}" if extent else "–",
             _plus_minus(row.jobs, 0),
             _plus_minus(row.pace, 4),
+            _plus_minus(row.final, 3),
         ]
         if baseline is not None:
             speed = row.speedup
