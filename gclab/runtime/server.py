@@ -12,6 +12,7 @@ they answer, as a real delay line (:mod:`gclab.network.clock`).
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from collections.abc import Callable
@@ -166,9 +167,26 @@ class ParameterServer:
         self._pending = {job: g.numpy() for job, g in state["pending"].items()}
 
     def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
-        """Test accuracy and loss, averaged over the models (one model: its own)."""
-        results = [evaluate(m.model, data.test_x, data.test_y, normalizer) for m in self.models]
+        """Test accuracy and loss, averaged over the models (one model: its own).
+
+        On every core this process may use: the workers wait for the evaluation, and a
+        CPU forward pass gives the same numbers on any number of threads.
+        """
+        threads = torch.get_num_threads()
+        torch.set_num_threads(max(threads, usable_cores()))
+        try:
+            results = [evaluate(m.model, data.test_x, data.test_y, normalizer) for m in self.models]
+        finally:
+            torch.set_num_threads(threads)
         return float(np.mean([a for a, _ in results])), float(np.mean([l for _, l in results]))
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
 
 
 #: Starts a run's workers from its plan, the workers' spec and the data shards.

@@ -5,7 +5,9 @@ import pytest
 import torch
 
 from gclab.app import build, run
-from gclab.runtime.server import ParameterServer
+from gclab.ml import gradients as ml_gradients
+from gclab.runtime import server as server_module
+from gclab.runtime.server import ParameterServer, worker_setup
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -68,6 +70,40 @@ def test_checkpoint_keeps_the_staleness_of_jobs_in_flight():
     restored, _ = server_for(["train.stale_lr=scaled"])
     restored.load_state_dict(server.state_dict())
     assert restored.next_job == 1 and restored.staleness(1) == 1
+
+
+def test_evaluation_runs_on_every_core_with_the_numbers_of_one_thread(monkeypatch):
+    """Three interleaved models evaluated on the cores the driver may use (here: 2, the
+    driver's own 1 thread restored after) give what one thread gives, and another batch
+    size the same accuracy."""
+    plan, _ = build(compose_config([*PIPELINED, "train.pipeline=interleaved"]))
+    server, (_, _, normalizer), data = ParameterServer(plan), worker_setup(plan), plan.data
+    for k, model in enumerate(server.models):  # three different models
+        model.load_state_vector(model.state_vector() * (1 + k / 10))
+    threads = []
+
+    def spy(*args, **kwargs):
+        threads.append(torch.get_num_threads())
+        return ml_gradients.evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(server_module, "evaluate", spy)
+    monkeypatch.setattr(server_module, "usable_cores", lambda: 2)
+    torch.set_num_threads(1)
+    try:
+        accuracy, loss = server.evaluate(data, normalizer)
+        assert threads == [2, 2, 2] and torch.get_num_threads() == 1
+        one = [
+            ml_gradients.evaluate(m.model, data.test_x, data.test_y, normalizer, batch_size)
+            for m in server.models for batch_size in (250, 7)
+        ]  # fmt: skip
+    finally:
+        torch.set_num_threads(1)
+    assert [a for a, _ in one[::2]] == [a for a, _ in one[1::2]]
+    # a batch of 7 may take another conv kernel: the logits round differently
+    assert [l for _, l in one[::2]] == pytest.approx([l for _, l in one[1::2]], rel=1e-6)
+    assert accuracy == np.mean([a for a, _ in one[::2]])
+    assert loss == pytest.approx(np.mean([l for _, l in one[::2]]), rel=1e-12)
+    assert len({l for _, l in one[::2]}) == 3  # the models differ
 
 
 def test_run_stops_at_the_first_evaluation_that_reaches_the_target(tmp_path):
