@@ -121,7 +121,7 @@ def evaluate(
 ) -> tuple[float, float]:
     """Test accuracy and mean loss over the whole set, on the model's device.
 
-    Batches of 250 keep a CPU forward pass of the small CNN in cache (1.5–1.9× faster
+    Batches of 250 keep a CPU forward pass of the small CNN in cache (1.4–1.7× faster
     than batches of 1000; BENCHMARKS.md, "Evaluation"); the per-sample losses are summed
     once, in float64, in sample order. ``normalizer`` must normalise on the model's
     device too.

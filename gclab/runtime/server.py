@@ -170,7 +170,7 @@ class ParameterServer:
         """Test accuracy and loss, averaged over the models (one model: its own).
 
         On every core this process may use: the workers wait for the evaluation, and a
-        CPU forward pass gives the same numbers on any number of threads.
+        CPU forward pass gives the numbers of one thread (tests/runtime/test_server.py).
         """
         threads = torch.get_num_threads()
         torch.set_num_threads(max(threads, usable_cores()))
