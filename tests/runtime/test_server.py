@@ -88,6 +88,7 @@ def test_evaluation_runs_on_every_core_with_the_numbers_of_one_thread(monkeypatc
 
     monkeypatch.setattr(server_module, "evaluate", spy)
     monkeypatch.setattr(server_module, "usable_cores", lambda: 2)
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         accuracy, loss = server.evaluate(data, normalizer)
@@ -97,7 +98,7 @@ def test_evaluation_runs_on_every_core_with_the_numbers_of_one_thread(monkeypatc
             for m in server.models for batch_size in (250, 7)
         ]  # fmt: skip
     finally:
-        torch.set_num_threads(1)
+        torch.set_num_threads(before)
     assert [a for a, _ in one[::2]] == [a for a, _ in one[1::2]]
     # a batch of 7 may take another conv kernel: the logits round differently
     assert [l for _, l in one[::2]] == pytest.approx([l for _, l in one[1::2]], rel=1e-6)

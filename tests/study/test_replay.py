@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from gclab.app import run
 from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run
-from gclab.tracking.artifacts import read_metrics
+from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
 
@@ -61,7 +61,7 @@ def test_losses_change_an_exact_schemes_weights_by_rounding_at_most(tmp_path, sc
     weights = []
     for name, loss in (("lossless", []), ("lossy", LOSSY)):
         train([*BASE, *scheme, *loss], tmp_path / name)
-        state = torch.load(tmp_path / name / "checkpoint.pt", weights_only=False)
+        state = load_checkpoint(tmp_path / name / "checkpoint.pt")
         weights.append(torch.cat([t.flatten() for m in state["models"] for t in m.values()]))
     assert torch.equal(*weights) == bitwise
     assert torch.allclose(*weights, rtol=0, atol=1e-5)
