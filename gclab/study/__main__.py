@@ -1,10 +1,13 @@
-"""``python -m gclab.study [--spec FILE] [--set KEY=VALUE ...] [--out DIR]``: run a study.
+"""``python -m gclab.study [--spec FILE] [--set KEY=VALUE ...] [--out DIR] [--archive DIR]``.
 
 Runs every unit the spec implies (:mod:`gclab.study.spec`) resumably into ``--out``
 (:mod:`gclab.study.runner`), verifies the replay shortcut against real runs, and writes
-the report. ``--dry-run`` lists the units and the commands without running anything;
-``--report-only`` starts no training run: it writes the replays of the lossless runs that
-have finished, then the verification tables and the report, from what is there.
+the report. ``--archive DIR`` keeps every finished real run's results in DIR
+(:mod:`gclab.study.archive`) and first restores from there the runs ``--out`` lacks, so
+a committed archive carries the study from one machine to the next. ``--dry-run`` lists
+the units and the commands without running anything; ``--report-only`` starts no
+training run: it writes the replays of the lossless runs that have finished, then the
+verification tables and the report, from what is there.
 Exit code 2 for a bad spec (before anything runs), 1 if some unit failed.
 """
 
@@ -32,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         help="change one spec key, e.g. --set seeds=[0] --set 'overrides=[data.root=/data/c10]'",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, help="study folder (default: studies/<spec name>)")
+    parser.add_argument(
+        "--archive", type=Path,
+        help="folder of run archives: restore the finished runs from it, archive new ones",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="list the units, run nothing")
     parser.add_argument(
         "--report-only", action="store_true",
@@ -45,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gclab.study: error: {exc}", file=sys.stderr)
         return 2
     out = args.out or Path("studies") / (args.spec or PACKET_LOSS).stem
-    runner = StudyRunner(spec, out)
+    runner = StudyRunner(spec, out, archive=args.archive)
     if args.dry_run:
         for unit in [*units, *checks]:
             command = "python -m gclab " + shlex.join(run_overrides(spec, unit.overrides))
@@ -54,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         real = sum(not u.replay for u in units)
         print(f"{real} real runs, {len(units) - real} replays, {len(checks)} verification runs")
         return 0
+    try:
+        runner.sync_archive(units, checks)
+    except ConfigError as exc:  # a damaged archive
+        print(f"gclab.study: error: {exc}", file=sys.stderr)
+        return 2
     if args.report_only:
         runner.replay_finished(units)
         runner.write_verification(checks)

@@ -10,6 +10,11 @@ Layout of the study folder::
     report/                             python -m gclab.report on runs/
     status.csv                          every unit: done / failed / skipped, seconds, why
 
+With an archive folder (:mod:`gclab.study.archive`), ``runs/<unit>`` and
+``verify/runs/<unit>`` of every real run are kept there as
+``runs/<unit>.tar.xz`` and ``verify/<unit>.tar.xz``: archived runs the study folder lacks
+are restored before anything runs, and each run is archived as it finishes.
+
 Running it again continues: a run with ``summary.json`` is done and skipped; one with a
 ``checkpoint.pt`` is resumed (``resume=true``; every scheme resumes); a failed run is
 tried again. A run that fails is recorded in
@@ -32,6 +37,7 @@ from pathlib import Path
 from gclab.errors import ConfigError
 from gclab.report import load_sweep, write_report
 from gclab.report.runs import error_line
+from gclab.study.archive import archive_path, archive_run, restore_run
 from gclab.study.replay import ReplayError, replay_run
 from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
 from gclab.study.verify import Comparison, compare, markdown, write_rows
@@ -52,12 +58,45 @@ class Outcome:
 class StudyRunner:
     """Runs a study's units into ``out``, one at a time, and writes ``status.csv``."""
 
-    def __init__(self, spec: StudySpec, out: Path, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        spec: StudySpec,
+        out: Path,
+        log: Callable[[str], None] = print,
+        archive: Path | None = None,
+    ) -> None:
         self.spec = spec
         self.out = out
         self.runs = out / "runs"
         self.log = log
+        self.archive = archive
         self.outcomes: list[Outcome] = []
+
+    # --- the archive -------------------------------------------------------------------------
+
+    def _places(self, unit: Unit, kind: str) -> tuple[Path, Path | None]:
+        """The run directory of a real run or verification run, and its archive file."""
+        verify = kind == "verify"
+        run_dir = (self.out / "verify" / "runs" if verify else self.runs) / unit.name
+        if self.archive is None:
+            return run_dir, None
+        return run_dir, archive_path(self.archive / ("verify" if verify else "runs"), unit.name)
+
+    def sync_archive(self, units: list[Unit], checks: list[Unit]) -> None:
+        """Restore the archived runs this study folder has not finished; archive the
+        finished runs the archive lacks. Call it before :meth:`run` or a report."""
+        real = [(u, "run") for u in units if not u.replay] + [(u, "verify") for u in checks]
+        for unit, kind in real:
+            run_dir, archived = self._places(unit, kind)
+            if archived is None:
+                return
+            finished = (run_dir / "summary.json").is_file()
+            if archived.is_file() and not finished:
+                restore_run(archived, run_dir)
+                self.log(f"restored {kind} {unit.name} from {archived}")
+            elif finished and not archived.is_file():
+                archive_run(run_dir, archived)
+                self.log(f"archived {kind} {unit.name} in {archived}")
 
     # --- real runs -----------------------------------------------------------------------
 
@@ -76,9 +115,11 @@ class StudyRunner:
                 command, stdout=console, stderr=subprocess.STDOUT, env=env
             ).returncode
 
-    def train(self, unit: Unit, run_dir: Path, kind: str = "run") -> Outcome:
-        """Run ``unit`` for real into ``run_dir``, unless it is done; resume from a checkpoint."""
+    def train(self, unit: Unit, kind: str = "run") -> Outcome:
+        """Run ``unit`` for real (a study run, or a ``verify`` run of a replayed point) unless
+        it is done; resume from a checkpoint; archive it once it finishes."""
         start = time.monotonic()
+        run_dir, archived = self._places(unit, kind)
         if (run_dir / "summary.json").is_file():
             return Outcome(unit.name, kind, "done", 0.0, "finished earlier")
         resume = (run_dir / "checkpoint.pt").is_file()
@@ -88,6 +129,8 @@ class StudyRunner:
         note = "resumed" if resume else ""
         seconds = time.monotonic() - start
         if (run_dir / "summary.json").is_file():
+            if archived is not None:
+                archive_run(run_dir, archived)
             return Outcome(unit.name, kind, "done", seconds, note)
         reason = error_line(run_dir) or f"python -m gclab exited with code {code}"
         return Outcome(unit.name, kind, "failed", seconds, reason)
@@ -142,7 +185,7 @@ class StudyRunner:
         # checks are replayed points (plan() refuses others), so they follow the last replay
         last_replay = max((i for i, unit in enumerate(units) if unit.replay), default=-1)
         for i, unit in enumerate(units):
-            outcome = self.replay(unit) if unit.replay else self.train(unit, self.runs / unit.name)
+            outcome = self.replay(unit) if unit.replay else self.train(unit)
             self.record(outcome)
             if i == last_replay:
                 self._verify(checks)
@@ -152,7 +195,7 @@ class StudyRunner:
 
     def _verify(self, checks: list[Unit]) -> None:
         for check in checks:
-            self.record(self.train(check, self.out / "verify" / "runs" / check.name, "verify"))
+            self.record(self.train(check, "verify"))
 
     def write_verification(self, checks: list[Unit]) -> list[Comparison]:
         """``verify/comparison.md`` and one CSV per point whose real run and replay exist."""

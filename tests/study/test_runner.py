@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 
 from gclab.app import run
 from gclab.study.__main__ import main
+from gclab.study.runner import StudyRunner
 from gclab.study.spec import load_spec, plan, run_overrides
 from helpers.config import compose_config
 from helpers.inprocess import in_process
@@ -128,7 +129,9 @@ lossless: none
 
 
 def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
-    """The uncoded source has finished (trained here, in process), classic_cr's has not."""
+    """The uncoded source has finished (trained here, in process), classic_cr's has not.
+    The archive then carries the finished run to a second study folder, which reports the
+    same numbers without training."""
     (tmp_path / "spec.yaml").write_text(FINISHED_ONLY)
     spec = load_spec(tmp_path / "spec.yaml")
     source = next(u for u in plan(spec)[0] if u.name == "uncoded/none/seed0")
@@ -138,8 +141,9 @@ def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
     OmegaConf.save(cfg, source_dir / ".hydra" / "config.yaml")
     run(cfg, source_dir, start_pool=in_process)
 
+    archive = ["--archive", str(tmp_path / "archive")]
     argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out")]
-    assert main([*argv, "--report-only"]) == 0
+    assert main([*argv, "--report-only", *archive]) == 0
     states = status(tmp_path / "out")
     assert states == {"uncoded/lossy/seed0:replay": ("done", "")}  # classic_cr: no source yet
     replayed = json.loads((tmp_path / "out/runs/uncoded/lossy/seed0/summary.json").read_text())
@@ -147,3 +151,52 @@ def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["uncoded"]
     report = (tmp_path / "out" / "report" / "summary.md").read_text()
     assert "| uncoded/lossy/seed0 |" in report  # the replay is reported
+    archived = [p.relative_to(tmp_path / "archive") for p in (tmp_path / "archive").rglob("*.*")]
+    assert archived == [Path("runs/uncoded/none/seed0.tar.xz")]  # real runs only, finished
+
+    argv[-1] = str(tmp_path / "elsewhere")
+    assert main([*argv, "--report-only", *archive]) == 0
+    restored = tmp_path / "elsewhere" / "runs" / source.name
+    for name in ("metrics.jsonl", "summary.json", ".hydra/config.yaml"):
+        assert (restored / name).read_bytes() == (source_dir / name).read_bytes(), name
+    for name in ("report/summary.csv", "runs/uncoded/lossy/seed0/metrics.jsonl"):
+        here, there = tmp_path / "out" / name, tmp_path / "elsewhere" / name
+        moved = here.read_text().replace(str(tmp_path / "out"), str(tmp_path / "elsewhere"))
+        assert moved == there.read_text(), name  # the same numbers, from the other folder
+
+
+def test_runs_are_archived_as_they_finish_and_not_trained_again_elsewhere(tmp_path, capsys):
+    """StudyRunner.train with a stand-in for ``python -m gclab`` that writes a finished run
+    for uncoded and fails classic_cr."""
+    (tmp_path / "spec.yaml").write_text(FINISHED_ONLY)
+    spec = load_spec(tmp_path / "spec.yaml")
+    units, checks = plan(spec)
+    real = [u for u in units if not u.replay]
+    assert [u.name for u in real] == ["uncoded/none/seed0", "classic_cr/none/seed0"]
+    launched: list[str] = []
+
+    def launch(unit, run_dir, resume):
+        launched.append(unit.name)
+        (run_dir / ".hydra").mkdir(parents=True)
+        for name in ("metrics.jsonl", ".hydra/config.yaml"):
+            (run_dir / name).write_text(f"{unit.name}\n")
+        if unit.name.startswith("uncoded"):
+            (run_dir / "summary.json").write_text("{}\n")
+        return 0
+
+    first = StudyRunner(spec, tmp_path / "out", archive=tmp_path / "archive")
+    first._launch = launch
+    assert [first.train(u).state for u in real] == ["done", "failed"]
+    assert (tmp_path / "archive/runs/uncoded/none/seed0.tar.xz").is_file()
+    assert not (tmp_path / "archive/runs/classic_cr").exists()
+
+    second = StudyRunner(spec, tmp_path / "elsewhere", archive=tmp_path / "archive")
+    second._launch = launch
+    second.sync_archive(units, checks)
+    assert "restored run uncoded/none/seed0 from" in capsys.readouterr().out
+    uncoded, classic_cr = (second.train(u) for u in real)
+    assert (uncoded.state, uncoded.message) == ("done", "finished earlier")
+    assert classic_cr.state == "failed"
+    assert launched == [u.name for u in real] + ["classic_cr/none/seed0"]
+    restored = tmp_path / "elsewhere" / "runs" / "uncoded" / "none" / "seed0"
+    assert (restored / "metrics.jsonl").read_text() == "uncoded/none/seed0\n"
