@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from gclab.report.groups import BANDS, Group, Spread, groups, spread
@@ -98,10 +99,10 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
         ax.set_xlabel("virtual time (s)")
         ax.grid(alpha=0.3)
     for ax in axes[len(panels) :]:
-        ax.set_visible(False)
+        ax.set_axis_off()
     for ax in axes[::cols]:
         ax.set_ylabel("test accuracy (fraction correct)")
-    _legend(fig, axes)
+    _legend(fig, axes, spare=axes[len(panels)] if len(panels) < len(axes) else None)
     title = "Test accuracy vs virtual time"
     if seeds > 1:
         title += f" (mean over seeds; band: {BANDS[band]}; thin lines: each seed)"
@@ -109,13 +110,20 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
     return _save(fig, path)
 
 
-def _legend(fig: Figure, axes: np.ndarray) -> None:
-    """One legend for the figure, each series once, outside the panels."""
+def _legend(fig: Figure, axes: np.ndarray, spare: Axes | None = None) -> None:
+    """One legend for the figure, each series once: in the ``spare`` grid cell where the
+    panels leave one, else below the panels (clear of the title)."""
     entries: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    fig.legend(entries.values(), entries.keys(), loc="outside right upper", title="scheme")
+    if spare is not None:
+        spare.legend(entries.values(), entries.keys(), loc="center", title="scheme")
+        return
+    columns = min(len(entries), 3)
+    fig.legend(
+        entries.values(), entries.keys(), loc="outside lower center", ncols=columns, title="scheme"
+    )
 
 
 def _strip_common_prefix(labels: list[str]) -> tuple[str, list[str]]:
