@@ -536,3 +536,22 @@ def test_mean_curves_are_drawn_with_every_seed_beside_them(tmp_path: Path, monke
     assert sorted(x[-1] for x in seed_lines) == [25, 26, 27, 30, 31, 32]  # each seed's end
     means = [x for width, x in lines if width >= 1]
     assert sorted(x[-1] for x in means) == [25, 30]  # the earliest last evaluation
+
+
+def test_the_legend_takes_a_spare_grid_cell_else_goes_below_the_panels(
+    tmp_path: Path, monkeypatch
+) -> None:
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    make_study(tmp_path)  # 3 loss settings: one row of 3 panels, no spare cell
+    plots.accuracy_vs_time(load_sweep(tmp_path), tmp_path / "plot.png")
+    (below,) = figures[0].legends
+    assert [t.get_text() for t in below.get_texts()] == ["classic_fr", "uncoded"]
+    assert below.get_title().get_text() == "scheme"
+    heavier = {"_target_": BERNOULLI, "p": 0.2}
+    study_run(tmp_path, "uncoded", heavier, 0, [30, 60, 90], [0.3, 0.4, 0.5])
+    plots.accuracy_vs_time(load_sweep(tmp_path), tmp_path / "plot.png")
+    assert not figures[1].legends  # 4 panels in a 2 × 3 grid: cells 5 and 6 are spare
+    spare = figures[1].axes[4]
+    assert not spare.axison and spare.get_legend() is not None
+    assert [t.get_text() for t in spare.get_legend().get_texts()] == ["classic_fr", "uncoded"]
