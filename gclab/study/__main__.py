@@ -54,12 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("studies") / (args.spec or PACKET_LOSS).stem
     runner = StudyRunner(spec, out, archive=args.archive)
     if args.dry_run:
-        for unit in [*units, *checks]:
+        done = {"finished": 0, "archived": 0}
+        for unit, kind in [*((u, "run") for u in units), *((u, "verify") for u in checks)]:
             command = "python -m gclab " + shlex.join(run_overrides(spec, unit.overrides))
             what = f"replay of {unit.source}" if unit.replay else command
-            print(f"{unit.name}: {what}")
+            state = None if unit.replay else runner.state(unit, kind)
+            if state:
+                done[state] += 1
+            print(f"{unit.name}: {what}" + (f"  [{state}]" if state else ""))
         real = sum(not u.replay for u in units)
         print(f"{real} real runs, {len(units) - real} replays, {len(checks)} verification runs")
+        if any(done.values()):
+            print(f"not to train: {done['finished']} finished in {out}, "
+                  f"{done['archived']} to restore from {args.archive}")  # fmt: skip
         return 0
     try:
         runner.sync_archive(units, checks)

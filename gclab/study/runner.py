@@ -82,6 +82,13 @@ class StudyRunner:
             return run_dir, None
         return run_dir, archive_path(self.archive / ("verify" if verify else "runs"), unit.name)
 
+    def state(self, unit: Unit, kind: str = "run") -> str | None:
+        """``finished`` (in the study folder), ``archived`` (to be restored) or None."""
+        run_dir, archived = self._places(unit, kind)
+        if (run_dir / "summary.json").is_file():
+            return "finished"
+        return "archived" if archived is not None and archived.is_file() else None
+
     def sync_archive(self, units: list[Unit], checks: list[Unit]) -> None:
         """Restore the archived runs this study folder has not finished; archive the
         finished runs the archive lacks. Call it before :meth:`run` or a report."""

@@ -190,6 +190,14 @@ def test_runs_are_archived_as_they_finish_and_not_trained_again_elsewhere(tmp_pa
     assert (tmp_path / "archive/runs/uncoded/none/seed0.tar.xz").is_file()
     assert not (tmp_path / "archive/runs/classic_cr").exists()
 
+    argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "elsewhere")]
+    assert main([*argv, "--archive", str(tmp_path / "archive"), "--dry-run"]) == 0
+    listing = capsys.readouterr().out
+    assert "uncoded/none/seed0: python -m gclab experiment=smoke" in listing
+    assert "delay=none seed=0  [archived]\nclassic_cr/none/seed0:" in listing
+    assert f"not to train: 0 finished in {argv[-1]}, 1 to restore from" in listing
+    assert not (tmp_path / "elsewhere").exists()
+
     second = StudyRunner(spec, tmp_path / "elsewhere", archive=tmp_path / "archive")
     second._launch = launch
     second.sync_archive(units, checks)
