@@ -74,6 +74,8 @@ class Pool(Protocol):
     groups: list[list[int]]
     #: Where the actors run (Ray node ids): the summary counts the distinct ones.
     nodes: list[str]
+    #: What the actors' compute times are measured on (:func:`timing.processor`), distinct.
+    processors: list[str]
     failures: int
 
     def broadcast(self, state: np.ndarray) -> Any:
@@ -112,7 +114,8 @@ class WorkerPool:
         try:
             self._start(spec, name)
             #: The Ray nodes hosting the actors (their bundles', or where they started).
-            self.nodes = placement.nodes() or _started_on(self.hosts)
+            self.nodes = placement.nodes() or _ask(self.hosts, "node")
+            self.processors = sorted(set(_ask(self.hosts, "processor")))
         except BaseException:
             self.close()  # frees the reservation and ends the actors
             raise
@@ -359,15 +362,15 @@ class PendingRound:
         return np.array([self.reports[w].seconds if w in self.reports else 0.0 for w in workers])
 
 
-def _started_on(hosts: list) -> list[str]:
-    """The node of each actor that answers; one restarting just now is left out."""
-    nodes = []
-    for ref in [h.node.remote() for h in hosts]:
+def _ask(hosts: list, method: str) -> list[str]:
+    """``method()`` of each actor that answers; one restarting just now is left out."""
+    answers = []
+    for ref in [getattr(h, method).remote() for h in hosts]:
         try:
-            nodes.append(ray.get(ref))
+            answers.append(ray.get(ref))
         except (RayActorError, ActorUnavailableError):
             continue
-    return nodes
+    return answers
 
 
 def _finite(packet: np.ndarray) -> bool:

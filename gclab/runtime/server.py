@@ -205,7 +205,7 @@ def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | N
     cluster = plan.cluster
     recorder.extra.update(
         actors=len(pool.groups), compute_time=cluster.compute_time.value, device=cluster.device,
-        nodes=len(set(pool.nodes)),
+        nodes=len(set(pool.nodes)), processors=pool.processors,
     )  # fmt: skip
     try:
         return _loop(plan, recorder, pool, normalizer)

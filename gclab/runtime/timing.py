@@ -24,8 +24,10 @@ measures the machine's oversubscription, and packing would change the result. Th
 
 from __future__ import annotations
 
+import platform
 import time
 from enum import Enum
+from pathlib import Path
 
 import torch
 
@@ -72,6 +74,26 @@ def resolve(setting: str, device: str, threads: int) -> ComputeTime:
             "several threads, or threads_per_actor=1."
         )
     return measure
+
+
+def processor(device: str = "cpu") -> str:
+    """What a worker's compute time is measured on: the GPU's name, or the CPU's model and
+    the instruction set torch's kernels use on it (``AVX2``, ``AVX512``, ...). Both set the
+    compute times of the virtual clock, and the kernels also set the float rounding, so
+    runs on different processors differ in time and (by rounding) in trajectory."""
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return f"{_cpu_model()} ({torch.backends.cpu.get_cpu_capability()})"
+
+
+def _cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what the platform module knows."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine() or "unknown CPU"
 
 
 class Stopwatch:

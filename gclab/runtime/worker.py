@@ -24,7 +24,7 @@ from gclab.ml.batches import BatchPlan, Normalizer
 from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient, to_host
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
-from gclab.runtime.timing import ComputeTime, Stopwatch
+from gclab.runtime.timing import ComputeTime, Stopwatch, processor
 
 
 @dataclass
@@ -85,6 +85,10 @@ class WorkerHost:
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
         self._warm_up(next(iter(local)))
+
+    def processor(self) -> str:
+        """What this actor's compute times are measured on (:func:`timing.processor`)."""
+        return processor(self.spec.device)
 
     def _warm_up(self, shard: int) -> None:
         """One untimed pass, so that one-time costs (allocations, kernel selection) are not

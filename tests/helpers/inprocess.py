@@ -31,6 +31,7 @@ class InProcessPool:
             WorkerHost(spec, group, {j: shards[j] for j in host_shards(spec.scheme, group)})
             for group in groups
         ]
+        self.processors = sorted({host.processor() for host in self.hosts})
         self.n = spec.scheme.n
         self.failures = 0
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
+from gclab.runtime.timing import processor
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -89,3 +90,4 @@ def test_on_ray_actors_hosting_two_workers_a_straggler_every_round_stays_exact(
     assert_erased_and_never_waited(tmp_path / "run")
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert (summary["actors"], summary["nodes"]) == (2, 1)
+    assert summary["processors"] == [processor("cpu")]  # both actors, one machine

@@ -12,9 +12,11 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from gclab.network import RoundOutcome, RoundProtocol
-from gclab.runtime.timing import ComputeTime, Stopwatch
+from gclab.runtime import timing
+from gclab.runtime.timing import ComputeTime, Stopwatch, processor
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
 from helpers.training import rotating_straggler_trace, trained_weights
@@ -33,6 +35,20 @@ def test_cpu_stopwatch_counts_this_threads_work_not_waiting() -> None:
         w.host_part()
     cpu, wall = watch[ComputeTime.cpu].stop(), watch[ComputeTime.wall].stop()
     assert wall >= 0.3 > cpu > 0
+
+
+def test_the_processor_names_the_cpu_model_and_the_instruction_set_torch_uses(
+    tmp_path, monkeypatch
+) -> None:
+    capability = torch.backends.cpu.get_cpu_capability()
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t: avx2\n" * 2)
+    real_path = timing.Path
+    monkeypatch.setattr(timing, "Path", lambda p: cpuinfo if p == "/proc/cpuinfo" else real_path(p))
+    assert processor() == f"AMD EPYC 9R14 ({capability})"
+    cpuinfo.unlink()  # not Linux: the platform module's answer
+    monkeypatch.setattr(timing.platform, "processor", lambda: "arm")
+    assert processor("cpu") == f"arm ({capability})"
 
 
 @pytest.mark.slow
