@@ -555,3 +555,24 @@ def test_the_legend_takes_a_spare_grid_cell_else_goes_below_the_panels(
     spare = figures[1].axes[4]
     assert not spare.axison and spare.get_legend() is not None
     assert [t.get_text() for t in spare.get_legend().get_texts()] == ["classic_fr", "uncoded"]
+
+
+def test_each_training_run_shows_the_compute_speed_its_clock_measured(tmp_path: Path) -> None:
+    """The median of the workers' compute seconds and the processors they ran on: runs on
+    a slower machine have a slower virtual clock, and the table shows why."""
+    cpu = "AMD EPYC (AVX2)"
+    for seed, compute in ((0, [[0.06, 0.07], [0.05, 0.08]]), (1, [[0.09, 0.09], [0.09, 0.10]])):
+        rounds = [{"kind": "round", "round": r, "compute_s": c} for r, c in enumerate(compute)]
+        job(
+            tmp_path / "sweep" / str(seed), [f"seed={seed}"], num=seed,
+            summary={"scheme": "uncoded", "processors": [cpu]}, metrics=records(*rounds),
+        )  # fmt: skip
+    job(tmp_path / "sweep" / "2", ["seed=2"], num=2, summary={"scheme": "uncoded"}, metrics="")
+    write_report(load_sweep(tmp_path / "sweep"), tmp_path / "out")
+    rows = {r["job"]: r for r in read_csv(tmp_path / "out" / "summary.csv")}
+    assert [rows[j]["compute_s_median"] for j in "012"] == ["0.065", "0.09", ""]
+    assert [rows[j]["processors"] for j in "012"] == [json.dumps([cpu])] * 2 + [""]
+    table = (tmp_path / "out" / "summary.md").read_text()
+    assert "| compute s per worker-round (median) | processors |" in table
+    assert f"| 0.0650 | {cpu} | ok |" in table and f"| 0.0900 | {cpu} | ok |" in table
+    assert "| – | – | ok |" in table  # no compute records, no processors: shown as unknown

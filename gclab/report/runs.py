@@ -181,6 +181,27 @@ class Run:
             and _number(r.get("test_accuracy")) is not None
         ]
 
+    def compute_median(self) -> float | None:
+        """Median of the workers' measured compute seconds per round (``compute_s``): the
+        machine's speed as the virtual clock saw it (None without such records)."""
+        seconds = [
+            value
+            for r in self.records
+            if r.get("kind") == "round"
+            for value in (r.get("compute_s") or [])
+            if _number(value) is not None
+        ]
+        return float(np.median(seconds)) if seconds else None
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """The summary, and for a finished training run ``compute_s_median`` beside it."""
+        if not self.summary:
+            return {}
+        if self.kind != TRAIN:
+            return self.summary
+        return {**self.summary, "compute_s_median": self.compute_median()}
+
     def decode_ms(self) -> np.ndarray:
         """Decode latency (ms) of the rounds that decoded a job (as the summary counts them)."""
         values = [

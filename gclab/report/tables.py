@@ -39,9 +39,7 @@ def _cell(value: Any) -> Any:
 
 def write_csv(sweep: Sweep, path: Path) -> None:
     """``summary.csv``: identity columns, then the union of the runs' summary keys."""
-    keys = list(
-        dict.fromkeys(k for run in sweep.runs for k in (run.summary or {}) if k not in IDENTITY)
-    )
+    keys = list(dict.fromkeys(k for run in sweep.runs for k in run.values if k not in IDENTITY))
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow((*IDENTITY, *keys))
@@ -56,8 +54,8 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                 run.choices.get("delay"),
                 run.loss_rate,
             )
-            summary = run.summary or {}
-            writer.writerow([_cell(v) for v in (*identity, *(summary.get(k) for k in keys))])
+            values = run.values
+            writer.writerow([_cell(v) for v in (*identity, *(values.get(k) for k in keys))])
 
 
 def _number(spec: str) -> Callable[[Any], str]:
@@ -73,6 +71,10 @@ def _number(spec: str) -> Callable[[Any], str]:
 
 def _integer(value: Any) -> str:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else "–"
+
+
+def _names(value: Any) -> str:
+    return "; ".join(map(str, value)) if isinstance(value, list) and value else "–"
 
 
 def _time_to_target(summary: dict[str, Any]) -> str:
@@ -99,6 +101,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("decode ms p95", _key("decode_ms_p95", _number(".2f"))),
         ("waits", _key("waits", _integer)),
         ("retransmissions", _key("retransmissions", _integer)),
+        ("compute s per worker-round (median)", _key("compute_s_median", _number(".4f"))),
+        ("processors", _key("processors", _names)),
     ],
     SIM: [
         ("total time (s)", _key("total_time", _number(".2f"))),
@@ -137,7 +141,7 @@ def markdown(sweep: Sweep) -> str:
         lines += [f"## {TITLES[kind]}", "", "| " + " | ".join(header) + " |"]
         lines.append("|" + "|".join("---" for _ in header) + "|")
         for run in runs:
-            summary = run.summary or {}
+            summary = run.values
             cells = [
                 run.job,
                 " ".join(f"{k}={run.overrides[k]}" for k in varying if k in run.overrides),
