@@ -207,21 +207,92 @@ def replay_run(
     until = max((job for job, _ in evals), default=-1)
     replay = replay_rounds(scheme, protocol, compute, summary["num_jobs"], until)
 
+    extra = {"replayed_from": str(source), "extended_rounds": replay.extended}
+    placed = [(replay.applied_at[job], rec) for job, rec in evals]
+    return _write_run(
+        dest, cfg, overrides, choices, scheme, summary, extra, replay, records, placed
+    )
+
+
+def retime_run(source: Path, dest: Path, median_compute: float) -> dict[str, Any]:
+    """Write into ``dest`` the finished run ``source`` on a normalised clock: every
+    recorded compute time multiplied by one factor, so that their median becomes
+    ``median_compute`` seconds; returns its summary.
+
+    Same config and losses, so the same jobs decode in the same rounds, unless the new
+    times reorder deliveries in some recovery: that is checked round by round against
+    the recorded ``jobs_applied`` (ReplayError if any differs), which keeps the weights,
+    and so every evaluation, those of ``source``. Any scheme and pipeline can be
+    re-timed; a run with injected faults cannot (a replay does not model them).
+    """
+    cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
+    scheme, protocol = build_protocol(cfg)
+    if any(cfg.faults[kind] for kind in cfg.faults):
+        raise ReplayError(f"{source} has injected faults (faults.*): a replay does not model them.")
+    summary, records = _source_records(source, cfg)
+    rounds = [rec for rec in records if rec["kind"] == "round"]
+    measured = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
+    scale = median_compute / float(np.median(measured))
+    replay = replay_rounds(scheme, protocol, measured * scale, summary["num_jobs"])
+    recorded = [rec.get("jobs_applied", 0) for rec in rounds]
+    timed = [len(step.applied) for step in replay.rounds]
+    if timed != recorded:
+        differ = (i for i, (a, b) in enumerate(zip(timed, recorded)) if a != b)
+        r = next(differ, min(len(timed), len(recorded)))
+        raise ReplayError(
+            f"re-timing {source} by {scale:.3f} changes which jobs are applied from round {r} "
+            "on (a recovery's deliveries reorder): its weights would not be the run's."
+        )
+    overrides, choices = _read_hydra(source / ".hydra")
+    extra = {"retimed_from": str(source), "compute_scale": scale}
+    placed = [(rec["round"], rec) for rec in records if rec["kind"] == "eval"]  # where they were
+    return _write_run(
+        dest, cfg, overrides, choices, scheme, summary, extra, replay, records, placed
+    )
+
+
+def _read_hydra(folder: Path) -> tuple[list[str], dict[str, str]]:
+    """A run's overrides and config group choices, as :func:`_write_hydra` writes them."""
+    overrides = folder / "overrides.yaml"
+    hydra = folder / "hydra.yaml"
+    meta = (yaml.safe_load(hydra.read_text(encoding="utf-8")) or {}) if hydra.is_file() else {}
+    choices = (meta.get("hydra") or {}).get("runtime", {}).get("choices", {})
+    return (
+        yaml.safe_load(overrides.read_text(encoding="utf-8")) if overrides.is_file() else []
+    ), choices
+
+
+def _write_run(
+    dest: Path,
+    cfg: DictConfig,
+    overrides: list[str],
+    choices: dict[str, str],
+    scheme: Scheme,
+    summary: dict[str, Any],
+    extra: dict[str, Any],
+    replay: Replay,
+    records: list[dict[str, Any]],
+    evals: list[tuple[int, dict[str, Any]]],
+) -> dict[str, Any]:
+    """The run directory of ``replay``: ``.hydra/``, metrics.jsonl (its rounds, with the
+    train losses of ``records``, and each evaluation record of ``evals`` at the end of its
+    round), summary.json."""
     if dest.exists():
         shutil.rmtree(dest)
     (dest / ".hydra").mkdir(parents=True)
     _write_hydra(dest / ".hydra", cfg, overrides, choices)
     extra = {
         "scheme": scheme.name, "load": scheme.load, "n": scheme.n,
-        "num_jobs": summary["num_jobs"], "replayed_from": str(source),
-        "extended_rounds": replay.extended,
+        "num_jobs": summary["num_jobs"], **{k: summary[k] for k in ("processors",) if k in summary},
+        **extra,
     }  # fmt: skip
     recorder = RunRecorder(
         dest, Logger(), cfg.train.target_accuracy, extra, config_text(cfg), checkpointed=False
     )
+    rounds = [rec for rec in records if rec["kind"] == "round"]
     by_round: dict[int, list[dict[str, Any]]] = {}
-    for job, rec in evals:
-        by_round.setdefault(replay.applied_at[job], []).append(rec)
+    for r, rec in evals:
+        by_round.setdefault(r, []).append(rec)
     nan, faults, result = math.nan, {"failed": 0, "failures_total": 0}, None
     try:
         for r, step in enumerate(replay.rounds):

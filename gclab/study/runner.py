@@ -8,6 +8,8 @@ Layout of the study folder::
     verify/runs/<variant>/<loss>/seed<k>/  real runs of replayed points
     verify/comparison.md, verify/*.csv  the replays against those real runs
     report/                             python -m gclab.report on runs/
+    normalised/runs/, normalised/report/  with ``report.partition_compute``: every run
+                                        re-timed to that compute speed, and its report
     status.csv                          every unit: done / failed / skipped, seconds, why
 
 With an archive folder (:mod:`gclab.study.archive`), ``runs/<unit>`` and
@@ -25,6 +27,7 @@ always redone, so they follow a source that was run again.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -38,7 +41,7 @@ from gclab.errors import ConfigError
 from gclab.report import load_sweep, write_report
 from gclab.report.runs import error_line
 from gclab.study.archive import archive_path, archive_run, restore_run
-from gclab.study.replay import ReplayError, replay_run
+from gclab.study.replay import ReplayError, replay_run, retime_run
 from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
 from gclab.study.verify import Comparison, compare, markdown, write_rows
 from gclab.tracking.artifacts import atomic_write
@@ -220,11 +223,40 @@ class StudyRunner:
         return done
 
     def write_report(self) -> list[Path]:
-        """``python -m gclab.report runs --out report`` with the spec's options."""
+        """``python -m gclab.report runs --out report`` with the spec's options, and the
+        same on the normalised clock (:meth:`write_normalised`)."""
         if not self.runs.is_dir():
             return []
         options = self.spec.report
-        return write_report(
+        written = write_report(
             load_sweep(self.runs), self.out / "report", options.target, options.band,
+            options.baseline,
+        )  # fmt: skip
+        return written + self.write_normalised()
+
+    def write_normalised(self) -> list[Path]:
+        """Every finished run re-timed into ``normalised/runs/`` with ``partition_compute``
+        seconds per partition gradient (the median compute time of a worker-round becomes
+        that times the partitions a worker computes per round, ``load·n``), and its report
+        in ``normalised/report/``. A run that cannot be re-timed is recorded as failed."""
+        compute = self.spec.report.partition_compute
+        if compute is None:
+            return []
+        root = self.out / "normalised"
+        shutil.rmtree(root / "runs", ignore_errors=True)
+        for summary_file in sorted(self.runs.glob("*/*/*/summary.json")):
+            source = summary_file.parent
+            unit = source.relative_to(self.runs).as_posix()
+            summary = json.loads(summary_file.read_text(encoding="utf-8"))
+            start = time.monotonic()
+            try:
+                retime_run(source, root / "runs" / unit, compute * summary["load"] * summary["n"])
+            except ReplayError as exc:
+                self.record(Outcome(unit, "retime", "failed", time.monotonic() - start, str(exc)))
+        if not (root / "runs").is_dir():
+            return []
+        options = self.spec.report
+        return write_report(
+            load_sweep(root / "runs"), root / "report", options.target, options.band,
             options.baseline,
         )  # fmt: skip

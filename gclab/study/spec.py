@@ -45,6 +45,8 @@ class ReportOptions:
     target: float | None = None
     baseline: str | None = None
     band: str = "ci"
+    #: Seconds per partition gradient of the normalised clock (``normalised/``), or None.
+    partition_compute: float | None = None
 
 
 @dataclass
@@ -90,6 +92,12 @@ def _check(spec: StudySpec, path: Path) -> None:
         raise ConfigError(
             f"study spec {path}: report.band={spec.report.band!r} is invalid: it must be one "
             f"of {', '.join(BANDS)}."
+        )
+    compute = spec.report.partition_compute
+    if compute is not None and not compute > 0:
+        raise ConfigError(
+            f"study spec {path}: report.partition_compute={compute!r} is invalid: it must be "
+            "a positive number of seconds (or null for no normalised clock)."
         )
     for point in spec.verify:
         if point.loss not in spec.losses or point.seed not in spec.seeds:

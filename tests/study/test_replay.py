@@ -17,7 +17,7 @@ import torch
 from omegaconf import OmegaConf
 
 from gclab.app import run
-from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run
+from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run, retime_run
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -192,3 +192,61 @@ def test_replays_that_would_be_wrong_are_refused(tmp_path):
     source_run(tmp_path / "faulty", faulty, 4, {3: 0.3})
     with pytest.raises(ReplayError, match="not replayable"):
         replay_into(tmp_path / "faulty", [*faulty, *LOSSY], tmp_path / "d")
+
+
+# --- the normalised clock ------------------------------------------------------------------
+
+STALE_LOSSY = [*BASE, "scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", *BURSTS]
+
+
+def compute_times(run_dir: Path) -> np.ndarray:
+    return np.array([r["compute_s"] for r in records(run_dir, "round")])
+
+
+def test_retiming_scales_every_compute_time_and_keeps_each_jobs_round(tmp_path):
+    """A stale pipeline under bursts of loss (jobs decoded late): re-timed to its own
+    median it is the run, round for round; re-timed to twice that, every compute time
+    doubles, the rounds apply the same jobs and each evaluation keeps its accuracy."""
+    summary = train(STALE_LOSSY, tmp_path / "real")
+    real = records(tmp_path / "real", "round")
+    assert any(r["decode_delays"] and max(r["decode_delays"]) > 0 for r in real)  # late jobs
+    median = float(np.median(compute_times(tmp_path / "real")))
+
+    same = retime_run(tmp_path / "real", tmp_path / "same", median)
+    keys = ("virtual_time", "jobs_applied", "retransmissions", "decode_delays", "compute_s")
+    got = records(tmp_path / "same", "round")
+    assert [{k: r[k] for k in keys} for r in got] == [{k: r[k] for k in keys} for r in real]
+    assert same["total_virtual_time"] == summary["total_virtual_time"]
+    assert same["compute_scale"] == 1.0 and same["retimed_from"] == str(tmp_path / "real")
+
+    double = retime_run(tmp_path / "real", tmp_path / "double", 2 * median)
+    assert double["compute_scale"] == pytest.approx(2.0)
+    np.testing.assert_allclose(
+        compute_times(tmp_path / "double"), 2 * compute_times(tmp_path / "real")
+    )
+    slow = records(tmp_path / "double", "round")
+    assert [r["jobs_applied"] for r in slow] == [r["jobs_applied"] for r in real]
+    assert all(b["virtual_time"] > a["virtual_time"] for a, b in zip(real, slow))
+    evals = [(e["round"], e["test_accuracy"]) for e in records(tmp_path / "real", "eval")]
+    assert [(e["round"], e["test_accuracy"]) for e in records(tmp_path / "double", "eval")] == evals
+    configs = [
+        OmegaConf.load(p / ".hydra" / "config.yaml")
+        for p in (tmp_path / "real", tmp_path / "double")
+    ]
+    assert configs[0] == configs[1]  # the same run, on another clock
+
+
+def test_a_retiming_that_would_move_jobs_between_rounds_is_refused(tmp_path):
+    train(STALE_LOSSY, tmp_path / "real")
+    lines = (tmp_path / "real" / "metrics.jsonl").read_text().splitlines()
+    tampered = [json.loads(line) for line in lines]
+    first = next(r for r in tampered if r["kind"] == "round" and r["jobs_applied"])
+    first["jobs_applied"] += 1  # as if the run had applied another job in that round
+    (tmp_path / "real" / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in tampered)
+    )
+    with pytest.raises(
+        ReplayError, match=f"changes which jobs are applied from round {first['round']} on"
+    ):
+        retime_run(tmp_path / "real", tmp_path / "retimed", 0.05)
+    assert not (tmp_path / "retimed").exists()

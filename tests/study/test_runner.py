@@ -25,6 +25,7 @@ from gclab.app import run
 from gclab.study.__main__ import main
 from gclab.study.runner import StudyRunner
 from gclab.study.spec import load_spec, plan, run_overrides
+from gclab.tracking.artifacts import read_metrics
 from helpers.config import compose_config
 from helpers.inprocess import in_process
 
@@ -125,6 +126,7 @@ seeds: [0]
 schemes: {uncoded: [scheme=uncoded], classic_cr: [scheme=classic_cr, scheme.s=1]}
 losses: {none: [delay=none], lossy: [delay=bernoulli, delay.p=0.3]}
 lossless: none
+report: {partition_compute: 0.01}
 """
 
 
@@ -151,6 +153,12 @@ def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
     assert sorted(p.name for p in (tmp_path / "out" / "runs").iterdir()) == ["uncoded"]
     report = (tmp_path / "out" / "report" / "summary.md").read_text()
     assert "| uncoded/lossy/seed0 |" in report  # the replay is reported
+    normalised = tmp_path / "out" / "normalised"
+    for unit in ("uncoded/none/seed0", "uncoded/lossy/seed0"):  # 1 partition per worker-round
+        compute = [c for r in read_metrics(normalised / "runs" / unit / "metrics.jsonl")
+                   if r["kind"] == "round" for c in r["compute_s"]]  # fmt: skip
+        assert np.median(compute) == pytest.approx(0.01)
+    assert "| uncoded/lossy/seed0 |" in (normalised / "report" / "summary.md").read_text()
     archived = [p.relative_to(tmp_path / "archive") for p in (tmp_path / "archive").rglob("*.*")]
     assert archived == [Path("runs/uncoded/none/seed0.tar.xz")]  # real runs only, finished
 

@@ -74,6 +74,7 @@ lossless: none
         (["seedz=[1]"], r"Key 'seedz' not in 'StudySpec'"),
         (["lossless=nothing"], r"lossless='nothing' is not one of the losses"),
         (["report.band=iqr"], r"report\.band='iqr' is invalid"),
+        (["report.partition_compute=0"], r"partition_compute=0\.0 is invalid: it must"),
         (["losses.x=[delay=bernoulli,delay.p=2]"], r"delay\.p=2.* must be a probability"),
         (["losses.x=[delay.pp=2]"], r"does not compose: Could not override 'delay\.pp'"),
         (["verify=[{run: pipelined_cr-stale-constant, loss: lossy}]"],
