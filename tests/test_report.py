@@ -28,7 +28,7 @@ import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to com
 from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, plots, write_report
 from gclab.report.groups import groups
-from gclab.report.runs import loss_rate
+from gclab.report.runs import loss_rate, staleness
 from helpers.config import compose_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -576,3 +576,36 @@ def test_each_training_run_shows_the_compute_speed_its_clock_measured(tmp_path: 
     assert "| compute s per worker-round (median) | processors |" in table
     assert f"| 0.0650 | {cpu} | ok |" in table and f"| 0.0900 | {cpu} | ok |" in table
     assert "| – | – | ok |" in table  # no compute records, no processors: shown as unknown
+
+
+def test_stale_updates_are_counted_from_the_rounds_jobs_applied(tmp_path: Path) -> None:
+    """Jobs applied per round 0, 0, 3, 1, 1: jobs 1 and 2 were computed on the weights of
+    rounds 1 and 2, which still lacked job 0 (and 1): staleness 0, 1, 2, 0, 0. With three
+    interleaved models the same rounds are exact SGD per model; with a round missing from
+    the records the staleness is unknown."""
+    applied = [0, 0, 3, 1, 1]
+    rounds = [{"kind": "round", "round": r, "jobs_applied": a} for r, a in enumerate(applied)]
+    assert list(staleness(rounds)) == [0, 1, 2, 0, 0]
+    assert list(staleness(rounds, models=3)) == [0] * 5
+    assert staleness(rounds[:2] + rounds[3:]).size == 0
+    sweep = tmp_path / "sweep"
+    for num, pipeline in enumerate(("stale", "interleaved")):
+        job(
+            sweep / str(num), [f"train.pipeline={pipeline}"], num=num,
+            choices={"scheme": "pipelined_cr", "delay": "bernoulli"},
+            config={"scheme": {"T": 2}, "train": {"pipeline": pipeline, "target_accuracy": 0.5},
+                    "delay": {"_target_": BERNOULLI, "p": 0.1}, "seed": num},
+            summary={"scheme": "pipelined_cr", "jobs": 5, "total_virtual_time": 5.0},
+            metrics=records(*rounds, {"kind": "eval", "round": 4, "virtual_time": 5.0,
+                                      "test_accuracy": 0.6}),
+        )  # fmt: skip
+    write_report(load_sweep(sweep), tmp_path / "out", target=0.5)
+    rows = {r["job"]: r for r in read_csv(tmp_path / "out" / "summary.csv")}
+    assert (rows["0"]["stale_share"], rows["0"]["staleness_mean"]) == ("0.4", "0.6")
+    assert (rows["1"]["stale_share"], rows["1"]["staleness_mean"]) == ("0.0", "0.0")
+    table = {r["job"]: r for r in markdown_rows(tmp_path / "out" / "summary.md") if "job" in r}
+    assert (table["0"]["stale updates (%)"], table["0"]["mean staleness"]) == ("40.0", "0.600")
+    shares = [r["stale_share_mean"] for r in read_csv(tmp_path / "out" / "time_to_target.csv")]
+    assert sorted(map(float, shares)) == [0.0, 0.4]
+    groups_table = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "reached" in r]
+    assert sorted(r["stale updates (%)"] for r in groups_table) == ["0.0", "40.0"]

@@ -122,6 +122,12 @@ class Group:
         stopped there, at the budget for one that did not reach it."""
         return [float(a[-1]) for _, a in map(Run.evaluations, self.finished) if len(a)]
 
+    def stale_shares(self) -> list[float]:
+        """Each finished seed's share of updates with a stale gradient
+        (:func:`~gclab.report.runs.staleness` > 0), where its records tell."""
+        shares = [run.values.get("stale_share") for run in self.finished]
+        return [share for share in shares if share is not None]
+
     def seeds(self) -> list[Any]:
         """The finished runs' seeds, in the order of :meth:`times_to_target`."""
         return [run.config.get("seed") for run in self.finished]
@@ -168,6 +174,7 @@ class TargetRow:
     jobs: Spread | None  # jobs applied by the target, over the seeds that reached (95 % t-interval)
     pace: Spread | None  # virtual seconds per applied job, over every finished seed (the same)
     final: Spread | None  # last evaluation's test accuracy, over every finished seed (the same)
+    stale: Spread | None  # share of updates with a stale gradient, over every finished seed
 
 
 def _by_seed(group: Group, target: float) -> dict[Any, float]:
@@ -198,6 +205,7 @@ def target_rows(
                 spread([j for j in group.jobs_to_target(target) if j is not None], "ci"),
                 spread(group.seconds_per_job(), "ci"),
                 spread(group.final_accuracies(), "ci"),
+                spread(group.stale_shares(), "ci"),
             )
         )
     return rows

@@ -193,14 +193,28 @@ class Run:
         ]
         return float(np.median(seconds)) if seconds else None
 
+    def staleness(self) -> np.ndarray:
+        """Each applied job's staleness (:func:`staleness`), with this run's models."""
+        train = self.config.get("train") or {}
+        scheme = self.config.get("scheme") or {}
+        interleaved = train.get("pipeline") == "interleaved"
+        return staleness(self.records, 1 + int(scheme.get("T") or 0) if interleaved else 1)
+
     @property
     def values(self) -> dict[str, Any]:
-        """The summary, and for a finished training run ``compute_s_median`` beside it."""
+        """The summary, and for a finished training run beside it ``compute_s_median``,
+        ``stale_share`` (the share of updates with a stale gradient) and ``staleness_mean``."""
         if not self.summary:
             return {}
         if self.kind != TRAIN:
             return self.summary
-        return {**self.summary, "compute_s_median": self.compute_median()}
+        late = self.staleness()
+        return {
+            **self.summary,
+            "compute_s_median": self.compute_median(),
+            "stale_share": float(np.mean(late > 0)) if late.size else None,
+            "staleness_mean": float(np.mean(late)) if late.size else None,
+        }
 
     def decode_ms(self) -> np.ndarray:
         """Decode latency (ms) of the rounds that decoded a job (as the summary counts them)."""
@@ -210,6 +224,30 @@ class Run:
             if r.get("kind") == "round" and r.get("jobs_decoded", 1)
         ]
         return np.asarray([v for v in values if v is not None])
+
+
+def staleness(records: list[dict[str, Any]], models: int = 1) -> np.ndarray:
+    """Each applied job's staleness, from the rounds' ``jobs_applied``: the updates its
+    model received between the broadcast its gradient was computed on and its own
+    update (what ``train.stale_lr`` weighs, ``ParameterServer.staleness``).
+
+    Job j starts in round j, on weights holding the A_j jobs applied in rounds before j,
+    and is applied as update j + 1, so j − A_j updates late; with ``models`` interleaved
+    models (T + 1) only every ``models``-th of those is its own model's. Always 0 with
+    T = 0. Empty when rounds are missing from the records.
+    """
+    applied = dict(
+        sorted(
+            (int(r["round"]), int(r.get("jobs_applied") or 0))
+            for r in records
+            if r.get("kind") == "round"
+        )
+    )
+    if list(applied) != list(range(len(applied))):
+        return np.zeros(0, dtype=int)
+    before = np.concatenate([[0], np.cumsum(list(applied.values()), dtype=int)])
+    jobs = np.arange(before[-1])
+    return (jobs - before[jobs]) // models
 
 
 def _read_summary(path: Path) -> tuple[dict[str, Any] | None, str | None]:

@@ -73,6 +73,10 @@ def _integer(value: Any) -> str:
     return str(value) if isinstance(value, int) and not isinstance(value, bool) else "–"
 
 
+def _percent(value: Any) -> str:
+    return "–" if value is None else f"{100 * value:.1f}"
+
+
 def _names(value: Any) -> str:
     return "; ".join(map(str, value)) if isinstance(value, list) and value else "–"
 
@@ -101,6 +105,8 @@ COLUMNS: dict[str, list[Column]] = {
         ("decode ms p95", _key("decode_ms_p95", _number(".2f"))),
         ("waits", _key("waits", _integer)),
         ("retransmissions", _key("retransmissions", _integer)),
+        ("stale updates (%)", _key("stale_share", _percent)),
+        ("mean staleness", _key("staleness_mean", _number(".3f"))),
         ("compute s per worker-round (median)", _key("compute_s_median", _number(".4f"))),
         ("processors", _key("processors", _names)),
     ],
@@ -185,7 +191,8 @@ TARGET_COLUMNS = (
     "speedup_ci95_low", "speedup_ci95_high", "pairs", "jobs_mean", "jobs_ci95_low",
     "jobs_ci95_high", "seconds_per_job_mean", "seconds_per_job_ci95_low",
     "seconds_per_job_ci95_high", "final_accuracy_mean", "final_accuracy_ci95_low",
-    "final_accuracy_ci95_high",
+    "final_accuracy_ci95_high", "stale_share_mean", "stale_share_ci95_low",
+    "stale_share_ci95_high",
 )  # fmt: skip
 
 
@@ -204,12 +211,19 @@ def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
             cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
                      row.reached, *numbers, row.group.seeds(),
                      row.group.times_to_target(target), *speedup, *_mean_low_high(row.jobs),
-                     *_mean_low_high(row.pace), *_mean_low_high(row.final)]  # fmt: skip
+                     *_mean_low_high(row.pace), *_mean_low_high(row.final),
+                     *_mean_low_high(row.stale)]  # fmt: skip
             writer.writerow([_cell(v) for v in cells])
 
 
 def _mean_low_high(value: Spread | None) -> list[float | None]:
     return [value.mean, value.low, value.high] if value else [None] * 3
+
+
+def _scaled(value: Spread | None, factor: float) -> Spread | None:
+    if value is None:
+        return None
+    return Spread(value.mean * factor, value.low * factor, value.high * factor, value.count)
 
 
 def _plus_minus(value: Spread | None, digits: int) -> str:
@@ -231,10 +245,12 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
         "(over every finished seed, whole runs): the first is what training needs, the "
         "second what the scheme and the losses charge for each job. Final accuracy: the last "
         "evaluation's, over every finished seed (at the target where a run stopped there, at "
-        "the budget where it did not reach it).",
+        "the budget where it did not reach it). Stale updates: the share of each seed's "
+        "updates whose gradient was computed on weights that missed earlier updates (only "
+        "`train.pipeline=stale` has any), in %.",
     ]
     header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)",
-              "jobs to target", "s per job", "final accuracy"]  # fmt: skip
+              "jobs to target", "s per job", "final accuracy", "stale updates (%)"]  # fmt: skip
     if baseline is not None:
         lines[-1] += (
             f" Speed-up: {baseline}'s time over this group's, per seed (paired: same seed, "
@@ -254,6 +270,7 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             _plus_minus(row.jobs, 0),
             _plus_minus(row.pace, 4),
             _plus_minus(row.final, 3),
+            _plus_minus(_scaled(row.stale, 100), 1),
         ]
         if baseline is not None:
             speed = row.speedup

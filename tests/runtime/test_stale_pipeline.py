@@ -7,7 +7,8 @@ round of every job from the run's metrics.jsonl; those decode rounds are checked
 against the scheme's symbolic decoder driven by the same seeded protocol on the run's
 recorded compute times. Equal weights, to float tolerance, mean the runtime computes
 every job on the weights the server had when its round started and applies it with the
-staleness the reference derives on its own.
+staleness the reference derives on its own; the report's staleness, derived from the
+jobs applied per round, is that staleness too.
 """
 
 import pytest
@@ -16,6 +17,7 @@ from hydra.utils import instantiate
 
 from gclab.app import build
 from gclab.ml.reference import train_stale
+from gclab.report.runs import staleness as report_staleness
 from gclab.study.replay import build_protocol, replay_rounds
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
@@ -87,6 +89,7 @@ def test_stale_pipeline_equals_the_stale_reference(tmp_path, scheme, loss, rule)
 
     delays = staleness(decoded)
     assert max(delays) >= 1 and sum(d > 0 for d in delays) >= 2  # really stale
+    assert list(report_staleness(records)) == delays  # the report's, from jobs_applied
     scaled = rule == "scaled"
     assert_same_weights(got, stale_reference(cfg, decoded, scaled), tol=TOL)
     for other in (stale_reference(cfg, decoded, not scaled), reference_weights(cfg)):
