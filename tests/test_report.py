@@ -501,6 +501,13 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     )
     assert table[1]["speed-up vs uncoded"] == "1.00 ± 0.00 (3 pairs)"
     assert table[4]["speed-up vs uncoded"] == "–"  # no uncoded run under these bursts
+    pivot = [r for r in markdown_rows(out / "summary.md") if "uncoded" in r]
+    assert [(r["delay"], r["loss rate"], r["classic_fr"], r["uncoded"]) for r in pivot] == [
+        ("bernoulli", "0", table[0]["time to target (s)"], table[1]["time to target (s)"]),
+        ("bernoulli", "0.1", table[2]["time to target (s)"],
+         f"{table[3]['time to target (s)']} (2/3)"),  # seed 2 did not reach it
+        ("gilbert_elliott", "0.1", "17.0", "–"),  # no uncoded run under these bursts
+    ]  # fmt: skip
 
     curves = [r for r in read_csv(out / "curves.csv") if r["series"] == "uncoded"]
     grid = [float(r["virtual_time"]) for r in curves if r["loss_rate"] == "0.0"]
@@ -609,3 +616,7 @@ def test_stale_updates_are_counted_from_the_rounds_jobs_applied(tmp_path: Path) 
     assert sorted(map(float, shares)) == [0.0, 0.4]
     groups_table = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "reached" in r]
     assert sorted(r["stale updates (%)"] for r in groups_table) == ["0.0", "40.0"]
+    write_report(load_sweep(sweep), tmp_path / "out", target=0.7)  # reached by no seed
+    (pivot,) = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "loss rate" in r
+                and "reached" not in r and "job" not in r]  # fmt: skip
+    assert set(pivot.values()) == {"bernoulli", "0.1", "not reached (final 0.60)"}

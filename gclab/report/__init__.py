@@ -17,6 +17,7 @@ from gclab.report.plots import accuracy_vs_time, decode_latency, total_time
 from gclab.report.runs import Run, Sweep, SweepError, load_sweep
 from gclab.report.tables import (
     markdown,
+    pivot_markdown,
     target_markdown,
     write_csv,
     write_curves_csv,
@@ -36,7 +37,8 @@ def write_report(
     """Write the tables and every plot the sweep has data for; returns the files written.
 
     With a ``target`` accuracy, also the time-to-target table (``time_to_target.csv`` and a
-    section of ``summary.md``; speed-ups against the series labelled ``baseline``).
+    section of ``summary.md``; speed-ups against the series labelled ``baseline``) and the
+    same times as a loss setting × series table.
     Training runs with evaluations also get ``curves.csv``, the mean curves of
     ``accuracy_vs_time.png`` (``band``: a key of :data:`BANDS`).
     """
@@ -49,6 +51,7 @@ def write_report(
         rows = target_rows(all_groups, target, baseline)
         write_target_csv(rows, target, out / "time_to_target.csv")
         text += "\n" + target_markdown(rows, target, baseline)
+        text += "\n" + pivot_markdown(rows, target)
         written.append(out / "time_to_target.csv")
     written[1].write_text(text, encoding="utf-8")
     if any(group.curves() for group in all_groups):

@@ -278,3 +278,40 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             cells.append(f"{_plus_minus(speed, 2)} ({speed.count} pair{plural})" if speed else "–")
         lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
     return "\n".join([*lines, ""])
+
+
+def _reached(row: TargetRow | None) -> str:
+    if row is None:
+        return "–"
+    if row.reached == 0:
+        return f"not reached (final {_plus_minus(row.final, 2)})"
+    text = _plus_minus(row.time, 1)
+    return text if row.reached == row.finished else f"{text} ({row.reached}/{row.finished})"
+
+
+def pivot_markdown(rows: list[TargetRow], target: float) -> str:
+    """Time to target as a paper prints it: one row per loss setting, one column per
+    series; a group that no seed brought to the target shows its final accuracy, one that
+    only some seeds did says how many, a missing group shows –."""
+    settings = list(dict.fromkeys((row.group.delay, row.group.loss_rate) for row in rows))
+    series = list(dict.fromkeys(row.group.label for row in rows))
+    found = {(row.group.delay, row.group.loss_rate, row.group.label): row for row in rows}
+    header = ["delay", "loss rate", *series]
+    lines = [
+        f"## Time to test accuracy {target:g} by loss setting",
+        "",
+        "Seconds, mean ± the half-width of the 95 % t-interval over the seeds that reached "
+        f"{target:g} (how many of the finished seeds did, when not all); where none did, "
+        "the final accuracy.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    for delay, rate in settings:
+        cells = [
+            delay,
+            _number("g")(rate),
+            *(_reached(found.get((delay, rate, label))) for label in series),
+        ]
+        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+    return "\n".join([*lines, ""])
