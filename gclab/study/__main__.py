@@ -1,10 +1,13 @@
-"""``python -m gclab.study [--spec FILE] [--set KEY=VALUE ...] [--out DIR] [--archive DIR]``.
+"""``python -m gclab.study [--spec FILE] [--set KEY=VALUE ...] [--out DIR] [--archive DIR]
+[--only GLOB ...]``.
 
 Runs every unit the spec implies (:mod:`gclab.study.spec`) resumably into ``--out``
 (:mod:`gclab.study.runner`), verifies the replay shortcut against real runs, and writes
 the report. ``--archive DIR`` keeps every finished real run's results in DIR
 (:mod:`gclab.study.archive`) and first restores from there the runs ``--out`` lacks, so
-a committed archive carries the study from one machine to the next. ``--dry-run`` lists
+a committed archive carries the study from one machine to the next. ``--only GLOB``
+(repeatable) runs only the units whose names match, e.g. the points a reader waits for
+first; the report still covers every finished run. ``--dry-run`` lists
 the units and the commands without running anything; ``--report-only`` starts no
 training run: it writes the replays of the lossless runs that have finished, then the
 verification tables and the report, from what is there.
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from gclab.errors import ConfigError
 from gclab.study.runner import StudyRunner
-from gclab.study.spec import PACKET_LOSS, load_spec, plan, run_overrides
+from gclab.study.spec import PACKET_LOSS, load_spec, plan, run_overrides, select
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
         "--archive", type=Path,
         help="folder of run archives: restore the finished runs from it, archive new ones",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="GLOB",
+        help="run only the units named like this (<variant>/<loss>/seed<k>; repeatable), "
+        "e.g. --only 'pipelined_fr-stale-*/bernoulli-0.2/*'",
+    )  # fmt: skip
     parser.add_argument("--dry-run", action="store_true", help="list the units, run nothing")
     parser.add_argument(
         "--report-only", action="store_true",
@@ -48,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec, args.sets)
         units, checks = plan(spec)
+        chosen, chosen_checks = select(units, checks, args.only)
     except ConfigError as exc:
         print(f"gclab.study: error: {exc}", file=sys.stderr)
         return 2
@@ -55,15 +64,16 @@ def main(argv: list[str] | None = None) -> int:
     runner = StudyRunner(spec, out, archive=args.archive)
     if args.dry_run:
         done = {"finished": 0, "archived": 0}
-        for unit, kind in [*((u, "run") for u in units), *((u, "verify") for u in checks)]:
+        for unit, kind in [*((u, "run") for u in chosen), *((u, "verify") for u in chosen_checks)]:
             command = "python -m gclab " + shlex.join(run_overrides(spec, unit.overrides))
             what = f"replay of {unit.source}" if unit.replay else command
             state = None if unit.replay else runner.state(unit, kind)
             if state:
                 done[state] += 1
             print(f"{unit.name}: {what}" + (f"  [{state}]" if state else ""))
-        real = sum(not u.replay for u in units)
-        print(f"{real} real runs, {len(units) - real} replays, {len(checks)} verification runs")
+        real = sum(not u.replay for u in chosen)
+        print(f"{real} real runs, {len(chosen) - real} replays, "
+              f"{len(chosen_checks)} verification runs")  # fmt: skip
         if any(done.values()):
             print(f"not to train: {done['finished']} finished in {out}, "
                   f"{done['archived']} to restore from {args.archive}")  # fmt: skip
@@ -78,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         runner.write_verification(checks)
         written = runner.write_report()
     else:
-        runner.run(units, checks)
+        runner.run(chosen, chosen_checks)
         written = [out / "report" / "summary.md"]
     for path in written:
         print(f"  {path}")

@@ -12,6 +12,7 @@ rule has no effect without loss: every job decodes in its own round).
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -222,3 +223,25 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
             )
         checks.append(Unit(name, by_name[name].overrides))
     return units, checks
+
+
+def select(
+    units: list[Unit], checks: list[Unit], patterns: list[str]
+) -> tuple[list[Unit], list[Unit]]:
+    """The units and verification runs whose names (``<variant>/<loss>/seed<k>``) match
+    one of the shell-style ``patterns`` (``*`` also matches ``/``), in plan order; all of
+    them without patterns. A pattern that matches no unit is a :class:`ConfigError`."""
+    if not patterns:
+        return units, checks
+    names = [unit.name for unit in (*units, *checks)]
+    for pattern in patterns:
+        if not fnmatch.filter(names, pattern):
+            raise ConfigError(
+                f"--only {pattern!r} matches no unit of the study; units are named "
+                f"<variant>/<loss>/seed<k>, e.g. {names[0]}."
+            )
+
+    def chosen(unit: Unit) -> bool:
+        return any(fnmatch.fnmatchcase(unit.name, pattern) for pattern in patterns)
+
+    return [u for u in units if chosen(u)], [u for u in checks if chosen(u)]

@@ -216,3 +216,32 @@ def test_runs_are_archived_as_they_finish_and_not_trained_again_elsewhere(tmp_pa
     assert launched == [u.name for u in real] + ["classic_cr/none/seed0"]
     restored = tmp_path / "elsewhere" / "runs" / "uncoded" / "none" / "seed0"
     assert (restored / "metrics.jsonl").read_text() == "uncoded/none/seed0\n"
+
+
+def test_only_runs_the_units_named_like_a_pattern(tmp_path, capsys, monkeypatch):
+    """``--only`` picks units by name (here classic_cr's, whose stand-in run fails, so its
+    replay is skipped); a pattern that names no unit is refused before anything runs."""
+    (tmp_path / "spec.yaml").write_text(FINISHED_ONLY)
+    argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out")]
+    assert main([*argv, "--only", "classic_cr/*", "--dry-run"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in listing[:2]] == [
+        "classic_cr/none/seed0", "classic_cr/lossy/seed0",
+    ]  # fmt: skip
+    assert listing[2:] == ["1 real runs, 1 replays, 0 verification runs"]
+    launched: list[str] = []
+
+    def launch(self, unit, run_dir, resume):
+        launched.append(unit.name)
+        return 1
+
+    monkeypatch.setattr(StudyRunner, "_launch", launch)
+    assert main([*argv, "--only", "classic_cr/*"]) == 1  # its run failed
+    assert launched == ["classic_cr/none/seed0"]
+    assert status(tmp_path / "out") == {
+        "classic_cr/none/seed0:run": ("failed", "python -m gclab exited with code 1"),
+        "classic_cr/lossy/seed0:replay": ("skipped", "classic_cr/none/seed0 has not finished"),
+    }
+    assert main([*argv, "--only", "classic_cr/*", "--only", "unccoded/*"]) == 2
+    assert "--only 'unccoded/*' matches no unit of the study" in capsys.readouterr().err
+    assert launched == ["classic_cr/none/seed0"]
