@@ -31,6 +31,17 @@ def ray_session() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
+def two_nodes() -> Iterator[tuple[str, dict[str, str]]]:
+    """A real two-node Ray cluster (2 CPUs each) for the tests that join one by address:
+    ``(address, auth environment)``. Starting it costs ~14 s, so the tests share it and
+    leave it as they found it (their jobs end before they return)."""
+    from helpers.raycluster import ray_cluster
+
+    with ray_cluster(2, 2) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
 def shared_cifar(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shared CIFAR-10 copy as an ImageFolder tree (skips when it is absent).
 

@@ -1,5 +1,6 @@
 """Config composition and validation: every option composes, bad values fail early."""
 
+import json
 import os
 import subprocess
 import sys
@@ -9,9 +10,10 @@ import pytest
 from hydra.errors import ConfigCompositionException as HydraCompositionError
 
 from gclab import CONF_DIR
-from gclab.app import build
+from gclab.app import build, run
 from gclab.errors import ConfigError
 from helpers.config import TINY, compose_config
+from helpers.inprocess import in_process
 
 GROUPS = ["scheme", "model", "data", "cluster", "delay", "logger"]
 
@@ -83,6 +85,17 @@ def test_bad_values_raise_one_clear_sentence_before_ray(override, message):
     with pytest.raises(ConfigError, match=message) as info:
         build(cfg)
     assert "\n" not in str(info.value)
+
+
+def test_short_synthetic_run_learns_well_above_chance(tmp_path: Path) -> None:
+    cfg = compose_config(
+        ["data=synthetic", "data.train_size=2048", "data.test_size=512", "model.width=16",
+         "train.batch_size=64", "train.rounds=60", "train.eval_every=60", "train.lr=0.02",
+         "logger=none"]
+    )  # fmt: skip
+    run(cfg, tmp_path, start_pool=in_process)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["test_accuracy"] > 0.5  # chance is 0.1
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ from omegaconf import OmegaConf
 
 import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
 from helpers.config import TINY, compose_config
-from helpers.raycluster import ray_cluster
 from helpers.wandb_records import read_run
 from hydra_plugins.gclab_launcher.ray_launcher import RayLauncher
 
@@ -102,14 +101,16 @@ def test_training_sweep_in_parallel_keeps_errors_and_wandb_groups(tmp_path: Path
 
 
 @pytest.mark.slow
-def test_training_sweep_runs_on_the_cluster_at_cluster_address(tmp_path: Path) -> None:
+def test_training_sweep_runs_on_the_cluster_at_cluster_address(
+    tmp_path: Path, two_nodes: tuple[str, dict[str, str]]
+) -> None:
     """``cluster=ray``: the launcher joins ``cluster.address`` and the jobs' actors with it."""
-    with ray_cluster(2, 2) as (address, auth):
-        proc = app(
-            "gclab", "-m", *TINY, "cluster=ray", f"cluster.address={address}",
-            "cluster.workers=2", "cluster.worker_cpus=0.5", "seed=0,1", RAY,
-            f"hydra.sweep.dir={tmp_path}", env=auth,
-        )  # fmt: skip
+    address, auth = two_nodes
+    proc = app(
+        "gclab", "-m", *TINY, "cluster=ray", f"cluster.address={address}",
+        "cluster.workers=2", "cluster.worker_cpus=0.5", "seed=0,1", RAY,
+        f"hydra.sweep.dir={tmp_path}", env=auth,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Started a local Ray" not in proc.stderr  # it joined the cluster
     for job in (0, 1):

@@ -124,11 +124,10 @@ def kill_between_checkpoints(run_dir, proc: subprocess.Popen, after: int) -> Non
     proc.wait()
 
 
+#: The real kill's extra over the fast test above is the Ray pool's encoder state and the
+#: checkpoint a SIGKILL leaves: two schemes whose workers hold state (~25 s each).
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "scheme",
-    ["classic_cr", "pipelined_cr", "pipelined_cr_interleaved", "pipelined_fr", "m_sgc"],
-)
+@pytest.mark.parametrize("scheme", ["pipelined_cr_interleaved", "m_sgc"])
 def test_driver_killed_mid_run_resumes_to_the_same_weights(tmp_path, scheme):
     args = overrides(tmp_path, scheme, 18)
     run(compose_config(args), tmp_path / "ref", start_pool=in_process)  # uninterrupted
