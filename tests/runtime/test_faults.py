@@ -49,7 +49,7 @@ def test_uncoded_recomputes_a_lost_packet_on_the_restarted_worker(ray_session, t
 
 def test_stuck_worker_is_cut_off_and_does_not_delay_the_next_round(ray_session, tmp_path):
     cfg = compose_config(
-        [*TINY, *CR, "train.rounds=5", "faults.stall=[2:1:600]", "cluster.timeout=15"]
+        [*TINY, *CR, "train.rounds=5", "faults.stall=[2:1:600]", "cluster.timeout=8"]
     )
     start = time.monotonic()
     got = trained_weights(cfg, tmp_path)
