@@ -27,6 +27,7 @@ from matplotlib.image import imread
 import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to compose sim.yaml)
 from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, plots, write_report
+from gclab.report.__main__ import main as report_main
 from gclab.report.groups import groups
 from gclab.report.runs import loss_rate, staleness
 from helpers.config import compose_config
@@ -202,6 +203,16 @@ def test_report_refuses_what_holds_no_run(tmp_path: Path) -> None:
         proc = cli("gclab.report", *args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_help_names_every_option_and_the_bands(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        report_main(["--help"])
+    assert exit_.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for option in ("--out", "--target ACC", "--band {ci,range}", "--baseline SERIES"):
+        assert option in text, option
+    assert "ci = 95 % t-interval of the mean over seeds, range = min–max over seeds" in text
 
 
 def test_single_runs_and_folders_of_sweeps_are_read_too(tmp_path: Path) -> None:

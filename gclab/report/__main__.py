@@ -40,7 +40,10 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--band", choices=sorted(BANDS), default="ci",
-        help="band around mean curves: ci = " + BANDS["ci"] + ", range = " + BANDS["range"],
+        # argparse %-formats help texts: the band's "95 %" must be escaped
+        help=f"band around mean curves: ci = {BANDS['ci']}, range = {BANDS['range']}".replace(
+            "%", "%%"
+        ),
     )  # fmt: skip
     parser.add_argument(
         "--baseline", metavar="SERIES",
