@@ -556,6 +556,19 @@ def test_mean_curves_are_drawn_with_every_seed_beside_them(tmp_path: Path, monke
     assert sorted(x[-1] for x in means) == [25, 30]  # the earliest last evaluation
 
 
+def test_bands_are_drawn_inside_the_range_of_an_accuracy(tmp_path: Path, monkeypatch) -> None:
+    """Two seeds far apart: the 95 % t-interval (t = 12.7) spans far beyond [0, 1]."""
+    for seed, accuracy in enumerate([[0.1, 0.2, 0.3], [0.8, 0.9, 0.95]]):
+        study_run(tmp_path, "uncoded", {"_target_": BERNOULLI, "p": 0.0}, seed, [10, 20, 30],
+                  accuracy)  # fmt: skip
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    plots.accuracy_vs_time(load_sweep(tmp_path), tmp_path / "plot.png")
+    (band,) = figures[0].axes[0].collections
+    drawn = np.concatenate([path.vertices[:, 1] for path in band.get_paths()])
+    assert drawn.min() == 0.0 and drawn.max() == 1.0
+
+
 def test_the_legend_takes_a_spare_grid_cell_else_goes_below_the_panels(
     tmp_path: Path, monkeypatch
 ) -> None:
