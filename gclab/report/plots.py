@@ -92,9 +92,10 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
             for times, accuracy in group.curves():
                 ax.plot(times, accuracy, color=c, linewidth=0.7, alpha=0.45)
             ax.plot(grid, [s.mean for s in spreads], color=c, label=group.label)
-            low, high = ([getattr(s, end) for s in spreads] for end in ("low", "high"))
             # an accuracy lies in [0, 1]; a t-interval over 2 seeds (t = 12.7) can leave it
-            ax.fill_between(grid, np.clip(low, 0, 1), np.clip(high, 0, 1), color=c, alpha=0.2)
+            low = np.clip([s.low for s in spreads], 0, 1)
+            high = np.clip([s.high for s in spreads], 0, 1)
+            ax.fill_between(grid, low, high, color=c, alpha=0.2)
         ax.set_title(_panel_title(key, several_models))
         ax.set_xlabel("virtual time (s)")
         ax.grid(alpha=0.3)
