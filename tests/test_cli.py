@@ -118,8 +118,9 @@ def test_help_lists_the_config_groups():
 
 @pytest.mark.slow
 def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path, two_nodes):
-    """``cluster=ray`` joins a real head node. Two Ray nodes of 2 CPUs: both actors fit
-    on one, so only ``spread`` uses both."""
+    """``cluster=ray`` joins a real head node (a private local Ray would have one node, so
+    spread's 2 shows the join). Two Ray nodes of 2 CPUs: both actors fit on one, so only
+    ``spread`` uses both."""
     address, auth = two_nodes
     runs = {}
     for placement in ("spread", "pack"):
@@ -130,7 +131,6 @@ def test_spread_puts_workers_on_both_nodes_and_changes_no_weight(tmp_path, two_n
             f"hydra.run.dir={out}", env=auth,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
-        assert "Started a local Ray" not in proc.stderr  # it joined the cluster
         runs[placement] = json.loads((out / "summary.json").read_text())["nodes"]
     assert runs == {"spread": 2, "pack": 1}
     spread = load_checkpoint(tmp_path / "spread" / "checkpoint.pt")["model"]
