@@ -67,7 +67,8 @@ def first_reach(times: np.ndarray, accuracy: np.ndarray, target: float) -> float
 class Group:
     """Finished and failed runs of one configuration, one per seed."""
 
-    label: str  # the series (scheme and what else distinguishes it), as plots name it
+    label: str  # the series (scheme and what else distinguishes it), as plots colour it
+    name: str  # the label and any other override that tells this group from the rest
     delay: str  # the delay model's config option
     loss_rate: float | None
     runs: list[Run]
@@ -148,15 +149,15 @@ def groups(sweep: Sweep) -> list[Group]:
         key = _key(run)
         if key not in found:
             delay = run.choices.get("delay", "?")
-            found[key] = Group(sweep.series(run), delay, run.loss_rate, [])
+            found[key] = Group(sweep.series(run), sweep.name(run), delay, run.loss_rate, [])
         found[key].runs.append(run)
-    labels = list(dict.fromkeys(group.label for group in found.values()))
+    names = list(dict.fromkeys(group.name for group in found.values()))
     return sorted(
         found.values(),
         key=lambda g: (
             -1.0 if g.loss_rate is None else g.loss_rate,
             g.delay,
-            labels.index(g.label),
+            names.index(g.name),
         ),
     )
 
@@ -187,7 +188,7 @@ def target_rows(
 ) -> list[TargetRow]:
     """Every group's time to ``target``; with a ``baseline`` series label, each group's
     speed-up over the baseline group of the same loss setting, seed by seed."""
-    base = {(g.delay, g.loss_rate): _by_seed(g, target) for g in all_groups if g.label == baseline}
+    base = {(g.delay, g.loss_rate): _by_seed(g, target) for g in all_groups if g.name == baseline}
     rows = []
     for group in all_groups:
         times = [t for t in group.times_to_target(target) if t is not None]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,10 @@ from gclab.report.runs import SIM, TRAIN, Run, Sweep
 DPI = 110
 
 
-def colours(sweep: Sweep) -> dict[str, tuple[float, ...]]:
-    """A stable colour per series, in job order."""
+def colours(sweep: Sweep, by: Callable[[Run], str] | None = None) -> dict[str, tuple[float, ...]]:
+    """A stable colour per series (or per ``by(run)``, e.g. :meth:`Sweep.name`), in job order."""
     palette = colormaps["tab10"].colors
-    names = dict.fromkeys(sweep.series(run) for run in sweep.runs)
+    names = dict.fromkeys(map(by or sweep.series, sweep.runs))
     return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
@@ -76,14 +77,14 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.2 * cols + 2.2, 3.4 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, sharey=True, squeeze=False).ravel()
-    colour = colours(sweep)
+    colour = colours(sweep, by=sweep.name)
     seeds = max(len(g.curves()) for g in all_groups)
     for ax, (key, members) in zip(axes, panels.items()):
         for group in members:
-            c = colour[group.label]
+            c = colour[group.name]
             if len(group.curves()) == 1:
                 times, accuracy = group.curves()[0]
-                ax.plot(times, accuracy, marker="o", markersize=3, color=c, label=group.label)
+                ax.plot(times, accuracy, marker="o", markersize=3, color=c, label=group.name)
                 continue
             mean = group.mean_curve(band)
             if mean is None:  # seeds without a common time span
@@ -91,7 +92,7 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
             grid, spreads = mean
             for times, accuracy in group.curves():
                 ax.plot(times, accuracy, color=c, linewidth=0.7, alpha=0.45)
-            ax.plot(grid, [s.mean for s in spreads], color=c, label=group.label)
+            ax.plot(grid, [s.mean for s in spreads], color=c, label=group.name)
             # an accuracy lies in [0, 1]; a t-interval over 2 seeds (t = 12.7) can leave it
             low = np.clip([s.low for s in spreads], 0, 1)
             high = np.clip([s.high for s in spreads], 0, 1)

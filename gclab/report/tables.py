@@ -165,7 +165,7 @@ def markdown(sweep: Sweep) -> str:
 
 
 def _group_identity(group: Group) -> list[Any]:
-    return [group.label, group.delay, group.loss_rate]
+    return [group.name, group.delay, group.loss_rate]
 
 
 def write_curves_csv(all_groups: list[Group], band: str, path: Path) -> None:
@@ -261,7 +261,7 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
     for row in rows:
         extent = row.extent
         cells = [
-            row.group.label,
+            row.group.name,
             row.group.delay,
             _number("g")(row.group.loss_rate),
             f"{row.reached}/{row.finished}",
@@ -284,34 +284,50 @@ def _reached(row: TargetRow | None) -> str:
     if row is None:
         return "–"
     if row.reached == 0:
-        return f"not reached (final {_plus_minus(row.final, 2)})"
-    text = _plus_minus(row.time, 1)
-    return text if row.reached == row.finished else f"{text} ({row.reached}/{row.finished})"
+        text = f"not reached (final {_plus_minus(row.final, 2)})"
+    else:
+        text = _plus_minus(row.time, 1)
+        if row.reached != row.finished:
+            text += f" ({row.reached}/{row.finished})"
+    if row.stale is not None and row.stale.mean > 0:
+        text += f" [{row.stale.mean * 100:.1f} %]"
+    return text
+
+
+def _setting(delay: str, rate: float) -> str:
+    return "none" if delay == "none" else f"{delay} {_number('g')(rate)}"
 
 
 def pivot_markdown(rows: list[TargetRow], target: float) -> str:
-    """Time to target as a paper prints it: one row per loss setting, one column per
-    series; a group that no seed brought to the target shows its final accuracy, one that
-    only some seeds did says how many, a missing group shows –."""
+    """Time to target as a paper prints it: loss settings against series, the longer list
+    down the rows (one row per loss setting when there are at least as many as series,
+    else one row per series); a group that no seed brought to the target shows its final
+    accuracy, one that only some seeds did says how many, a missing group shows –, and a
+    group with stale updates gives their share in brackets."""
     settings = list(dict.fromkeys((row.group.delay, row.group.loss_rate) for row in rows))
-    series = list(dict.fromkeys(row.group.label for row in rows))
-    found = {(row.group.delay, row.group.loss_rate, row.group.label): row for row in rows}
-    header = ["delay", "loss rate", *series]
+    series = sorted({row.group.name for row in rows})
+    found = {(row.group.delay, row.group.loss_rate, row.group.name): row for row in rows}
     lines = [
         f"## Time to test accuracy {target:g} by loss setting",
         "",
         "Seconds, mean ± the half-width of the 95 % t-interval over the seeds that reached "
         f"{target:g} (how many of the finished seeds did, when not all); where none did, "
-        "the final accuracy.",
+        "the final accuracy; in brackets, the share of updates whose gradient was stale, "
+        "where any was.",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join("---" for _ in header) + "|",
     ]
-    for delay, rate in settings:
-        cells = [
-            delay,
-            _number("g")(rate),
-            *(_reached(found.get((delay, rate, label))) for label in series),
+    if len(settings) >= len(series):
+        header = ["delay", "loss rate", *series]
+        body = [
+            [delay, _number("g")(rate), *(_reached(found.get((delay, rate, s))) for s in series)]
+            for delay, rate in settings
         ]
-        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+    else:
+        header = ["series", *(_setting(*setting) for setting in settings)]
+        body = [
+            [label, *(_reached(found.get((*setting, label))) for setting in settings)]
+            for label in series
+        ]
+    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in cells) + " |" for cells in body]
     return "\n".join([*lines, ""])
