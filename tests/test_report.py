@@ -31,6 +31,7 @@ from gclab.report.__main__ import main as report_main
 from gclab.report.groups import groups
 from gclab.report.runs import loss_rate, staleness
 from helpers.config import compose_config
+from helpers.markdown import markdown_rows
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REPO = CONF_DIR.parents[1]
@@ -47,21 +48,6 @@ def cli(module: str, *args: str, cwd: Path | None = None) -> subprocess.Complete
 def read_csv(path: Path) -> list[dict[str, str]]:
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
-
-
-def markdown_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of every Markdown table in the file, keyed by their table's header."""
-    rows, header = [], None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("|"):
-            header = None
-            continue
-        cells = [c.strip() for c in line.strip("|").split(" | ")]
-        if header is None:
-            header = cells
-        elif not line.startswith("|---"):
-            rows.append(dict(zip(header, cells)))
-    return rows
 
 
 def summary_of(sweep: Path, job: str) -> dict[str, Any]:

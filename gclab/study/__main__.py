@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.report_only:
         runner.replay_finished(units)
-        runner.write_verification(checks)
         written = runner.write_report()
+        runner.write_verification(checks)
     else:
         runner.run(chosen, chosen_checks)
         written = [out / "report" / "summary.md"]

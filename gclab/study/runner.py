@@ -10,6 +10,7 @@ Layout of the study folder::
     report/                             python -m gclab.report on runs/
     normalised/runs/, normalised/report/  with ``report.partition_compute``: every run
                                         re-timed to that compute speed, and its report
+    normalised/verify/                  the verification on that clock
     status.csv                          every unit: done / failed / skipped, seconds, why
 
 With an archive folder (:mod:`gclab.study.archive`), ``runs/<unit>`` and
@@ -199,8 +200,8 @@ class StudyRunner:
             self.record(outcome)
             if i == last_replay:
                 self._verify(checks)
-        self.write_verification(checks)
         self.write_report()
+        self.write_verification(checks)
         return self.outcomes
 
     def _verify(self, checks: list[Unit]) -> None:
@@ -208,19 +209,45 @@ class StudyRunner:
             self.record(self.train(check, "verify"))
 
     def write_verification(self, checks: list[Unit]) -> list[Comparison]:
-        """``verify/comparison.md`` and one CSV per point whose real run and replay exist."""
+        """``verify/comparison.md`` and one CSV per point whose real run and replay exist;
+        with ``report.partition_compute``, the same on the normalised clock in
+        ``normalised/verify/`` (each real run re-timed like the study's runs, so a
+        verification run made on another machine than its lossless source compares the
+        clocks' rules, not the machines' speeds). Call it after :meth:`write_report`, which
+        writes the normalised replays."""
+        done = self._compare(checks, self.out / "verify", self.runs)
+        compute = self.spec.report.partition_compute
+        if compute is not None:
+            root = self.out / "normalised" / "verify"
+            shutil.rmtree(root / "runs", ignore_errors=True)
+            for check in checks:
+                real = self.out / "verify" / "runs" / check.name
+                if (real / "summary.json").is_file():
+                    self._retime(real, root / "runs" / check.name, check.name, compute)
+            self._compare(checks, root, self.out / "normalised" / "runs")
+        return done
+
+    def _compare(self, checks: list[Unit], verify: Path, runs: Path) -> list[Comparison]:
         done = []
         for check in checks:
-            real, replay = self.out / "verify" / "runs" / check.name, self.runs / check.name
+            real, replay = verify / "runs" / check.name, runs / check.name
             if (real / "summary.json").is_file() and (replay / "summary.json").is_file():
                 comparison = compare(check.name, real, replay, self.spec.report.target)
-                write_rows(
-                    comparison, self.out / "verify" / (check.name.replace("/", "_") + ".csv")
-                )
+                write_rows(comparison, verify / (check.name.replace("/", "_") + ".csv"))
                 done.append(comparison)
         if done:
-            (self.out / "verify" / "comparison.md").write_text(markdown(done), encoding="utf-8")
+            (verify / "comparison.md").write_text(markdown(done), encoding="utf-8")
         return done
+
+    def _retime(self, source: Path, dest: Path, unit: str, compute: float) -> None:
+        """``source`` re-timed into ``dest`` at ``compute`` s per partition gradient; a
+        run that cannot be re-timed is recorded as failed."""
+        summary = json.loads((source / "summary.json").read_text(encoding="utf-8"))
+        start = time.monotonic()
+        try:
+            retime_run(source, dest, compute * summary["load"] * summary["n"])
+        except ReplayError as exc:
+            self.record(Outcome(unit, "retime", "failed", time.monotonic() - start, str(exc)))
 
     def write_report(self) -> list[Path]:
         """``python -m gclab.report runs --out report`` with the spec's options, and the
@@ -245,14 +272,8 @@ class StudyRunner:
         root = self.out / "normalised"
         shutil.rmtree(root / "runs", ignore_errors=True)
         for summary_file in sorted(self.runs.glob("*/*/*/summary.json")):
-            source = summary_file.parent
-            unit = source.relative_to(self.runs).as_posix()
-            summary = json.loads(summary_file.read_text(encoding="utf-8"))
-            start = time.monotonic()
-            try:
-                retime_run(source, root / "runs" / unit, compute * summary["load"] * summary["n"])
-            except ReplayError as exc:
-                self.record(Outcome(unit, "retime", "failed", time.monotonic() - start, str(exc)))
+            unit = summary_file.parent.relative_to(self.runs).as_posix()
+            self._retime(summary_file.parent, root / "runs" / unit, unit, compute)
         if not (root / "runs").is_dir():
             return []
         options = self.spec.report

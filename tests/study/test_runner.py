@@ -24,10 +24,11 @@ from omegaconf import OmegaConf
 from gclab.app import run
 from gclab.study.__main__ import main
 from gclab.study.runner import StudyRunner
-from gclab.study.spec import load_spec, plan, run_overrides
+from gclab.study.spec import StudySpec, load_spec, plan, run_overrides
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import compose_config
 from helpers.inprocess import in_process
+from helpers.markdown import markdown_rows
 
 SPEC = """
 experiment: smoke
@@ -125,20 +126,28 @@ losses: {none: [delay=none], lossy: [delay=bernoulli, delay.p=0.3]}
 lossless: none
 report: {partition_compute: 0.01}
 """
+VERIFY_UNCODED = "verify: [{run: uncoded, loss: lossy, seed: 0}]\n"
+
+
+def train_in_process(spec: StudySpec, overrides: list[str], run_dir: Path) -> None:
+    cfg = compose_config(run_overrides(spec, overrides))
+    (run_dir / ".hydra").mkdir(parents=True)
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    run(cfg, run_dir, start_pool=in_process)
 
 
 def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
-    """The uncoded source has finished (trained here, in process), classic_cr's has not.
-    The archive then carries the finished run to a second study folder, which reports the
-    same numbers without training."""
-    (tmp_path / "spec.yaml").write_text(FINISHED_ONLY)
+    """The uncoded source and the verification run of its lossy replay have finished
+    (trained here, in process), classic_cr's source has not. The archive then carries the
+    finished runs to a second study folder, which reports the same numbers without
+    training."""
+    (tmp_path / "spec.yaml").write_text(FINISHED_ONLY + VERIFY_UNCODED)
     spec = load_spec(tmp_path / "spec.yaml")
-    source = next(u for u in plan(spec)[0] if u.name == "uncoded/none/seed0")
+    units, (check,) = plan(spec)
+    source = next(u for u in units if u.name == "uncoded/none/seed0")
     source_dir = tmp_path / "out" / "runs" / source.name
-    cfg = compose_config(run_overrides(spec, source.overrides))
-    (source_dir / ".hydra").mkdir(parents=True)
-    OmegaConf.save(cfg, source_dir / ".hydra" / "config.yaml")
-    run(cfg, source_dir, start_pool=in_process)
+    train_in_process(spec, source.overrides, source_dir)
+    train_in_process(spec, check.overrides, tmp_path / "out" / "verify" / "runs" / check.name)
 
     archive = ["--archive", str(tmp_path / "archive")]
     argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(tmp_path / "out")]
@@ -156,8 +165,21 @@ def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
                    if r["kind"] == "round" for c in r["compute_s"]]  # fmt: skip
         assert np.median(compute) == pytest.approx(0.01)
     assert "| uncoded/lossy/seed0 |" in (normalised / "report" / "summary.md").read_text()
-    archived = [p.relative_to(tmp_path / "archive") for p in (tmp_path / "archive").rglob("*.*")]
-    assert archived == [Path("runs/uncoded/none/seed0.tar.xz")]  # real runs only, finished
+    for clock in (tmp_path / "out", normalised):  # the replay against the real lossy run
+        (row,) = [r for r in markdown_rows(clock / "verify" / "comparison.md") if "point" in r]
+        assert row["point"] == "uncoded/lossy/seed0" and int(row["jobs compared"]) == 2
+        assert float(row["max accuracy gap"]) == 0  # uncoded sums the same partials
+        assert (clock / "verify" / "uncoded_lossy_seed0.csv").is_file()
+    real = [c for r in read_metrics(normalised / "verify/runs/uncoded/lossy/seed0/metrics.jsonl")
+            if r["kind"] == "round" for c in r["compute_s"]]  # fmt: skip
+    assert np.median(real) == pytest.approx(0.01)  # re-timed like the study's runs
+    archived = sorted(
+        p.relative_to(tmp_path / "archive") for p in (tmp_path / "archive").rglob("*.*")
+    )
+    assert archived == [  # real runs only, finished
+        Path("runs/uncoded/none/seed0.tar.xz"),
+        Path("verify/uncoded/lossy/seed0.tar.xz"),
+    ]
 
     argv[-1] = str(tmp_path / "elsewhere")
     assert main([*argv, "--report-only", *archive]) == 0
