@@ -185,7 +185,9 @@ def test_report_refuses_what_holds_no_run(tmp_path: Path) -> None:
         ([str(tmp_path / "a"), str(tmp_path / "a")], "several folders given; say where to write"),
         ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "x", "--target", "1.5"], "1.5"),
         ([str(tmp_path / "a"), "--baseline", "uncoded"], "--baseline compares times to target"),
-    ]:
+        ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "uncoded"],
+         "--baseline 'uncoded' is none of the runs' series"),
+    ]:  # fmt: skip
         proc = cli("gclab.report", *args)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
@@ -639,3 +641,72 @@ def test_stale_updates_are_counted_from_the_rounds_jobs_applied(tmp_path: Path) 
         "pipelined_cr, pipeline=interleaved": "not reached (final 0.60)",
         "pipelined_cr, pipeline=stale": "not reached (final 0.60) [40.0 %]",
     }
+
+
+def reaching(sweep: Path, num: int, scheme: str, p: float, seed: int, time: float,
+             **overrides: Any) -> None:  # fmt: skip
+    """A training run of ``scheme`` at Bernoulli ``p`` that reaches 0.7 at ``time``, with
+    other ``overrides`` (config key with dots as __: ``cluster__workers=4``)."""
+    extra = {key.replace("__", "."): value for key, value in overrides.items()}
+    config: dict[str, Any] = {
+        "scheme": {"name": scheme},
+        "delay": {"_target_": BERNOULLI, "p": p},
+        "seed": seed,
+    }
+    for key, value in extra.items():
+        section, field = key.split(".")
+        config.setdefault(section, {})[field] = value
+    job(
+        sweep / str(num),
+        [f"scheme={scheme}", f"delay.p={p}", *(f"{k}={v}" for k, v in extra.items()),
+         f"seed={seed}"],
+        num=num, choices={"scheme": scheme, "delay": "bernoulli"}, config=config,
+        summary={"scheme": scheme, "jobs": 10, "total_virtual_time": time},
+        metrics=records({"kind": "eval", "round": 9, "virtual_time": time, "test_accuracy": 0.7}),
+    )  # fmt: skip
+
+
+def test_groups_of_one_label_are_named_and_paired_by_their_other_overrides(tmp_path):
+    """Without a loss axis the workers are no series key, yet tell groups apart, and each
+    classic_cr group's speed-up is over the uncoded group with its workers."""
+    sweep, num = tmp_path / "sweep", 0
+    times = {("uncoded", 4): 40.0, ("uncoded", 8): 20.0, ("classic_cr", 4): 10.0,
+             ("classic_cr", 8): 10.0}  # fmt: skip
+    for (scheme, workers), time in times.items():
+        for seed in (0, 1):
+            reaching(sweep, num, scheme, 0.1, seed, time + seed, cluster__workers=workers)
+            num += 1
+    write_report(load_sweep(sweep), tmp_path / "out", target=0.5, baseline="uncoded")
+    rows = {r["series"]: r for r in read_csv(tmp_path / "out" / "time_to_target.csv")}
+    assert sorted(rows) == [
+        "classic_cr, cluster.workers=4", "classic_cr, cluster.workers=8",
+        "uncoded, cluster.workers=4", "uncoded, cluster.workers=8",
+    ]  # fmt: skip
+    assert float(rows["classic_cr, cluster.workers=4"]["speedup_mean"]) == pytest.approx(
+        np.mean([40 / 10, 41 / 11])
+    )
+    assert float(rows["classic_cr, cluster.workers=8"]["speedup_mean"]) == pytest.approx(
+        np.mean([20 / 10, 21 / 11])
+    )
+    pivot = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "series" in r]
+    assert len(pivot) == 4  # four series, one loss setting: a row each
+
+
+def test_a_key_only_some_runs_set_alike_still_tells_their_groups_apart(tmp_path):
+    """Against the loss rate the label leaves out train.pipeline (every run that sets it
+    sets it alike); uncoded with and without it are two groups all the same."""
+    sweep, num = tmp_path / "sweep", 0
+    for p, time in ((0.1, 10.0), (0.2, 20.0)):
+        reaching(sweep, num, "uncoded", p, 0, time)
+        reaching(sweep, num + 1, "uncoded", p, 0, time + 5, train__pipeline="stale")
+        num += 2
+    all_groups = groups(load_sweep(sweep))
+    assert [(g.label, g.name) for g in all_groups] == [
+        ("uncoded", "uncoded"), ("uncoded", "uncoded, pipeline=stale"),
+    ] * 2  # fmt: skip
+    write_report(load_sweep(sweep), tmp_path / "out", target=0.5)
+    pivot = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "loss rate" in r
+             and "reached" not in r and "job" not in r]  # fmt: skip
+    assert [(r["uncoded"], r["uncoded, pipeline=stale"]) for r in pivot] == [
+        ("10.0", "15.0"), ("20.0", "25.0"),
+    ]  # fmt: skip

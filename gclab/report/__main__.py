@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--baseline", metavar="SERIES",
         help="series label (e.g. uncoded) that speed-ups in the time-to-target table are "
-        "measured against, seed by seed",
+        "measured against, seed by seed, at the same loss setting and other overrides",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.out is None and len(args.dirs) > 1:
@@ -61,6 +61,13 @@ def main(argv: list[str] | None = None) -> None:
         sweep = load_sweep(*args.dirs)
     except SweepError as exc:
         parser.exit(2, f"gclab.report: error: {exc}\n")
+    labels = sorted({sweep.series(run) for run in sweep.runs})
+    if args.baseline is not None and args.baseline not in labels:
+        parser.exit(
+            2,
+            f"gclab.report: error: --baseline {args.baseline!r} is none of the runs' series: "
+            f"{', '.join(map(repr, labels))}\n",
+        )
     out = args.out or args.dirs[0]
     written = write_report(sweep, out, args.target, args.band, args.baseline)
     failed = sum(run.failed for run in sweep.runs)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from gclab.report.runs import SIM, TRAIN, Run, Sweep
+from gclab.report.runs import NOT_SERIES, SIM, TRAIN, Run, Sweep, label_key, short
 
 #: Config keys that do not tell groups apart (``seed`` is what a group spans).
 NOT_CONFIG = ("seed", "logger", "resume")
@@ -67,11 +68,17 @@ def first_reach(times: np.ndarray, accuracy: np.ndarray, target: float) -> float
 class Group:
     """Finished and failed runs of one configuration, one per seed."""
 
-    label: str  # the series (scheme and what else distinguishes it), as plots colour it
-    name: str  # the label and any other override that tells this group from the rest
+    label: str  # the series (scheme and what else distinguishes it), as plots name it
     delay: str  # the delay model's config option
     loss_rate: float | None
     runs: list[Run]
+    context: str = ""  # what tells it from other groups of its label at its loss setting
+
+    @property
+    def name(self) -> str:
+        """The label, then the context if any: no two groups of a sweep share a name at
+        one loss setting, so tables can key on it."""
+        return f"{self.label}, {self.context}" if self.context else self.label
 
     @property
     def finished(self) -> list[Run]:
@@ -141,7 +148,11 @@ def _key(run: Run) -> str:
 
 def groups(sweep: Sweep) -> list[Group]:
     """The training and simulator runs of ``sweep`` grouped by configuration, ordered by
-    loss rate, then delay model, then series (in the order the runs first show it)."""
+    loss rate, then delay model, then name (in the order the runs first show it).
+
+    Groups that share a series label and a loss setting (a sweep without a loss axis over
+    more than the scheme, or one whose label leaves out a key that only some runs set)
+    get the overrides that differ between them as their context."""
     found: dict[str, Group] = {}
     for run in sweep.runs:
         if run.kind not in (TRAIN, SIM):
@@ -149,8 +160,14 @@ def groups(sweep: Sweep) -> list[Group]:
         key = _key(run)
         if key not in found:
             delay = run.choices.get("delay", "?")
-            found[key] = Group(sweep.series(run), sweep.name(run), delay, run.loss_rate, [])
+            found[key] = Group(sweep.series(run), delay, run.loss_rate, [])
         found[key].runs.append(run)
+    peers: dict[tuple[str, str, float | None], list[Group]] = defaultdict(list)
+    for group in found.values():
+        peers[group.label, group.delay, group.loss_rate].append(group)
+    for same in peers.values():
+        if len(same) > 1:
+            _set_contexts(same, [k for k in sweep.varying if k not in NOT_SERIES])
     names = list(dict.fromkeys(group.name for group in found.values()))
     return sorted(
         found.values(),
@@ -160,6 +177,18 @@ def groups(sweep: Sweep) -> list[Group]:
             names.index(g.name),
         ),
     )
+
+
+def _set_contexts(same: list[Group], keys: list[str]) -> None:
+    """Name each of ``same`` (one label, one loss setting) by the overrides in which
+    their runs differ; numbered where even those agree (configs from elsewhere)."""
+    overrides = [group.runs[0].overrides for group in same]
+    differ = [k for k in keys if len({o.get(k) for o in overrides}) > 1]
+    for group, mine in zip(same, overrides):
+        group.context = ", ".join(f"{label_key(k)}={short(mine[k])}" for k in differ if k in mine)
+    if len({group.context for group in same}) < len(same):
+        for i, group in enumerate(same, 1):
+            group.context = f"{group.context}, #{i}" if group.context else f"#{i}"
 
 
 @dataclass(frozen=True)
@@ -183,16 +212,33 @@ def _by_seed(group: Group, target: float) -> dict[Any, float]:
     return {seed: t for seed, t in zip(group.seeds(), times) if t is not None}
 
 
+def _baseline_for(group: Group, bases: list[Group]) -> Group | None:
+    """The baseline group at ``group``'s loss setting: the only one, or else the only one
+    whose overrides outside the scheme's agree with ``group``'s wherever both set them."""
+    here = [b for b in bases if (b.delay, b.loss_rate) == (group.delay, group.loss_rate)]
+    if len(here) > 1:
+        mine = group.runs[0].overrides
+        here = [
+            b for b in here
+            if all(v == mine[k] for k, v in b.runs[0].overrides.items()
+                   if k in mine and k != "scheme" and not k.startswith("scheme."))
+        ]  # fmt: skip
+    return here[0] if len(here) == 1 else None
+
+
 def target_rows(
     all_groups: list[Group], target: float, baseline: str | None = None
 ) -> list[TargetRow]:
     """Every group's time to ``target``; with a ``baseline`` series label, each group's
-    speed-up over the baseline group of the same loss setting, seed by seed."""
-    base = {(g.delay, g.loss_rate): _by_seed(g, target) for g in all_groups if g.name == baseline}
+    speed-up over the baseline group of the same loss setting, seed by seed (where
+    several baseline groups share the setting, the one whose other overrides agree with
+    the group's)."""
+    bases = [g for g in all_groups if g.label == baseline]
     rows = []
     for group in all_groups:
         times = [t for t in group.times_to_target(target) if t is not None]
-        reference = base.get((group.delay, group.loss_rate), {})
+        base = _baseline_for(group, bases)
+        reference = _by_seed(base, target) if base is not None else {}
         mine = _by_seed(group, target)
         ratios = [reference[seed] / t for seed, t in mine.items() if seed in reference and t > 0]
         rows.append(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -29,11 +29,15 @@ from gclab.report.runs import SIM, TRAIN, Run, Sweep
 DPI = 110
 
 
-def colours(sweep: Sweep, by: Callable[[Run], str] | None = None) -> dict[str, tuple[float, ...]]:
-    """A stable colour per series (or per ``by(run)``, e.g. :meth:`Sweep.name`), in job order."""
-    palette = colormaps["tab10"].colors
-    names = dict.fromkeys(map(by or sweep.series, sweep.runs))
-    return {name: palette[i % len(palette)] for i, name in enumerate(names)}
+def colours(sweep: Sweep) -> dict[str, tuple[float, ...]]:
+    """A stable colour per series, in job order."""
+    return palette(sweep.series(run) for run in sweep.runs)
+
+
+def palette(names: Iterable[str]) -> dict[str, tuple[float, ...]]:
+    """A colour per name, in order (tab10, repeating after 10)."""
+    colours = colormaps["tab10"].colors
+    return {name: colours[i % len(colours)] for i, name in enumerate(dict.fromkeys(names))}
 
 
 def _clock(runs: list[Run]) -> str:
@@ -77,7 +81,7 @@ def accuracy_vs_time(sweep: Sweep, path: Path, band: str = "ci") -> Path | None:
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(4.2 * cols + 2.2, 3.4 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, sharey=True, squeeze=False).ravel()
-    colour = colours(sweep, by=sweep.name)
+    colour = palette(g.name for g in all_groups)
     seeds = max(len(g.curves()) for g in all_groups)
     for ax, (key, members) in zip(axes, panels.items()):
         for group in members:

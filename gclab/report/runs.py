@@ -354,14 +354,6 @@ class Sweep:
         ]
         return f"{run.scheme} ({', '.join(extra)})" if extra else run.scheme
 
-    def name(self, run: Run) -> str:
-        """A group's label: the series, then the other overrides that tell its runs from
-        the rest at the same loss setting (the categories of a sweep without a loss axis),
-        so that no two groups share a name."""
-        keys = [k for k in self.category_keys() if not is_loss_key(k) and k in run.overrides]
-        extra = ", ".join(f"{label_key(k)}={short(run.overrides[k])}" for k in keys)
-        return f"{self.series(run)}, {extra}" if extra else self.series(run)
-
     def _distinct(self, key: str) -> bool:
         return len({run.overrides[key] for run in self.runs if key in run.overrides}) > 1
 

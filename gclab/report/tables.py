@@ -299,11 +299,12 @@ def _setting(delay: str, rate: float) -> str:
 
 
 def pivot_markdown(rows: list[TargetRow], target: float) -> str:
-    """Time to target as a paper prints it: loss settings against series, the longer list
-    down the rows (one row per loss setting when there are at least as many as series,
-    else one row per series); a group that no seed brought to the target shows its final
-    accuracy, one that only some seeds did says how many, a missing group shows –, and a
-    group with stale updates gives their share in brackets."""
+    """Time to target as a paper prints it: loss settings (in the groups' order) against
+    series (sorted by name), the longer list down the rows (one row per loss setting when
+    there are at least as many as series, else one row per series); a group that no seed
+    brought to the target shows its final accuracy, one that only some seeds did says how
+    many, a missing group shows –, and a group with stale updates gives their share in
+    brackets."""
     settings = list(dict.fromkeys((row.group.delay, row.group.loss_rate) for row in rows))
     series = sorted({row.group.name for row in rows})
     found = {(row.group.delay, row.group.loss_rate, row.group.name): row for row in rows}

@@ -53,7 +53,7 @@ class Outcome:
     """What happened to one unit in this invocation."""
 
     name: str
-    kind: str  # run, replay or verify
+    kind: str  # run, replay, verify, retime or verify-retime
     state: str  # done, failed or skipped
     seconds: float
     message: str = ""
@@ -191,7 +191,7 @@ class StudyRunner:
 
     def run(self, units: list[Unit], checks: list[Unit]) -> list[Outcome]:
         """Every unit in order, the verification runs once the replays are written (before
-        the real runs under loss), then the verification tables and the report."""
+        the real runs under loss), then the report and the verification tables."""
         self.out.mkdir(parents=True, exist_ok=True)
         # checks are replayed points (plan() refuses others), so they follow the last replay
         last_replay = max((i for i, unit in enumerate(units) if unit.replay), default=-1)
@@ -219,11 +219,12 @@ class StudyRunner:
         compute = self.spec.report.partition_compute
         if compute is not None:
             root = self.out / "normalised" / "verify"
-            shutil.rmtree(root / "runs", ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)  # all derived: no stale check survives
             for check in checks:
                 real = self.out / "verify" / "runs" / check.name
                 if (real / "summary.json").is_file():
-                    self._retime(real, root / "runs" / check.name, check.name, compute)
+                    self._retime(real, root / "runs" / check.name, check.name, compute,
+                                 kind="verify-retime")  # fmt: skip
             self._compare(checks, root, self.out / "normalised" / "runs")
         return done
 
@@ -239,15 +240,17 @@ class StudyRunner:
             (verify / "comparison.md").write_text(markdown(done), encoding="utf-8")
         return done
 
-    def _retime(self, source: Path, dest: Path, unit: str, compute: float) -> None:
+    def _retime(
+        self, source: Path, dest: Path, unit: str, compute: float, kind: str = "retime"
+    ) -> None:
         """``source`` re-timed into ``dest`` at ``compute`` s per partition gradient; a
-        run that cannot be re-timed is recorded as failed."""
+        run that cannot be re-timed is recorded as failed (as ``kind``)."""
         summary = json.loads((source / "summary.json").read_text(encoding="utf-8"))
         start = time.monotonic()
         try:
             retime_run(source, dest, compute * summary["load"] * summary["n"])
         except ReplayError as exc:
-            self.record(Outcome(unit, "retime", "failed", time.monotonic() - start, str(exc)))
+            self.record(Outcome(unit, kind, "failed", time.monotonic() - start, str(exc)))
 
     def write_report(self) -> list[Path]:
         """``python -m gclab.report runs --out report`` with the spec's options, and the

@@ -173,6 +173,11 @@ def test_report_only_replays_the_finished_runs_and_trains_nothing(tmp_path):
     real = [c for r in read_metrics(normalised / "verify/runs/uncoded/lossy/seed0/metrics.jsonl")
             if r["kind"] == "round" for c in r["compute_s"]]  # fmt: skip
     assert np.median(real) == pytest.approx(0.01)  # re-timed like the study's runs
+    rows = list(csv.DictReader((normalised / "verify" / "uncoded_lossy_seed0.csv").open()))
+    for column, run_dir in (("real_time", "verify/runs"), ("replay_time", "runs")):
+        evals = read_metrics(normalised / run_dir / "uncoded/lossy/seed0/metrics.jsonl")
+        times = [r["virtual_time"] for r in evals if r["kind"] == "eval"]
+        assert [float(row[column]) for row in rows] == pytest.approx(times), column
     archived = sorted(
         p.relative_to(tmp_path / "archive") for p in (tmp_path / "archive").rglob("*.*")
     )
