@@ -36,8 +36,8 @@ def colours(sweep: Sweep) -> dict[str, tuple[float, ...]]:
 
 def palette(names: Iterable[str]) -> dict[str, tuple[float, ...]]:
     """A colour per name, in order (tab10, repeating after 10)."""
-    colours = colormaps["tab10"].colors
-    return {name: colours[i % len(colours)] for i, name in enumerate(dict.fromkeys(names))}
+    cycle = colormaps["tab10"].colors
+    return {name: cycle[i % len(cycle)] for i, name in enumerate(dict.fromkeys(names))}
 
 
 def _clock(runs: list[Run]) -> str:
