@@ -118,7 +118,8 @@ def build(cfg: DictConfig):
     )
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["num_classes"] = data.num_classes
-    instantiate_checked(OmegaConf.create(model_cfg))  # dropped: a bad model.* fails before Ray
+    model = instantiate_checked(OmegaConf.create(model_cfg))  # a bad model.* fails before Ray
+    payload = 4 * sum(p.numel() for p in model.parameters())  # a float32 gradient's bytes
     shard = len(data.train_y) // scheme.k
     per_shard = batch // scheme.k
     _check(
@@ -134,7 +135,7 @@ def build(cfg: DictConfig):
     steps_per_epoch = shard // per_shard
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
     delay.check(scheme.n, jobs + scheme.T)
-    protocol = RoundProtocol(network, delay, scheme.n, cfg.seed)
+    protocol = RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
 
     def build_optimizer(flat):
         t = cfg.train

@@ -19,7 +19,7 @@ from omegaconf import MISSING
 from gclab.ml.data import CIFAR10Data, ImageFolderData, SyntheticData
 from gclab.ml.models import SmallCNN, resnet18_cifar
 from gclab.ml.optim import Schedule, StaleLR
-from gclab.network.protocol import NetworkConfig
+from gclab.network.protocol import MEASURED, NetworkConfig
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import FaultConfig
 from gclab.schemas import register
@@ -56,7 +56,8 @@ class Config:
     seed: int = 0
     resume: bool = False  # continue from checkpoint.pt in hydra.run.dir
     train: TrainConfig = field(default_factory=TrainConfig)
-    network: NetworkConfig = field(default_factory=NetworkConfig)
+    # training charges the server's measured decode and optimizer step to the clock
+    network: NetworkConfig = field(default_factory=lambda: NetworkConfig(server_time=MEASURED))
     faults: FaultConfig = field(default_factory=FaultConfig)  # injected faults (robustness studies)
     scheme: Any = MISSING
     model: Any = MISSING

@@ -38,7 +38,7 @@ from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite, slot_message
-from gclab.network.gilbert_elliott import GilbertElliott
+from gclab.network.gilbert_elliott import GilbertElliott, TimedGilbertElliott
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
 
@@ -51,6 +51,7 @@ DELAYS: dict[str, type[DelayModel]] = {
     "bernoulli": Bernoulli,
     "composite": Composite,
     "gilbert_elliott": GilbertElliott,
+    "gilbert_elliott_time": TimedGilbertElliott,
     "straggler": Straggler,
     "trace": Trace,
 }

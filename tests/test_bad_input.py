@@ -178,6 +178,19 @@ BUILD_CASES = [
      r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
     ("unknown-recovery", ["network.recovery=sometimes"],
      r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all\."),
+    *[
+        (f"{key}-not-positive", [f"network.{key}={value}"],
+         rf"network\.{key}={value}\.0 is invalid: it must be a rate in bytes/s > 0, or null")
+        for key, value in [("bandwidth", 0), ("server_bandwidth", -1), ("broadcast_bandwidth", 0)]
+    ],
+    ("negative-server-time", ["network.server_time=-0.5"],
+     r"network\.server_time=-0\.5 is invalid: it must be 'measured' or a number of seconds >= 0"),
+    ("unknown-server-time", ["network.server_time=guess"],
+     r"network\.server_time='guess' is invalid: it must be 'measured' or a number"),
+    ("shared-link-on-the-wall-clock", ["network.clock=wall", "network.server_bandwidth=1e6"],
+     r"network\.server_bandwidth=1000000\.0 needs network\.clock=virtual"),
+    ("burst-seconds-not-positive", ["delay=gilbert_elliott_time", "delay.burst_seconds=0"],
+     r"delay\.burst_seconds=0\.0 is invalid: it must be a number of seconds > 0\."),
     # cluster
     ("port-out-of-range", ["cluster=ray", "cluster.address=127.0.0.1:99999"],
      r"cluster\.address='127\.0\.0\.1:99999' is invalid \(expected host:port with a port in "
@@ -278,7 +291,8 @@ def sim_error(extra: list[str]) -> ConfigError:
     cfg = compose_config(extra, name="sim")
     with pytest.raises((ConfigError, InstantiationException)) as info:
         scheme, delay, network = prepare(cfg)
-        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
+        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time,
+                 cfg.sim.payload_bytes)  # fmt: skip
     cause: BaseException | None = info.value
     while cause is not None and not isinstance(cause, ConfigError):
         cause = cause.__cause__
@@ -298,9 +312,16 @@ def sim_error(extra: list[str]) -> ConfigError:
         (["seed=-1"], r"seed=-1 is invalid: it must be an integer >= 0\."),
         (["network.clock=wall"],
          r"network\.clock='wall' is not supported by the simulator.*use network\.clock=virtual"),
+        (["network.server_time=measured"],
+         r"network\.server_time=measured is not supported by the simulator.*seconds per round"),
+        (["sim.payload_bytes=-1"], r"sim\.payload_bytes=-1\.0 is invalid: it must be a number of"),
+        (["network.bandwidth=-2"], r"network\.bandwidth=-2\.0 is invalid: it must be a rate"),
+        (["delay=gilbert_elliott_time", "delay.burst_seconds=-1"],
+         r"delay\.burst_seconds=-1\.0 is invalid: it must be a number of seconds > 0\."),
     ],
     ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed",
-         "wall-clock"],
+         "wall-clock", "measured-server-time", "negative-payload", "negative-bandwidth",
+         "negative-burst-seconds"],
 )  # fmt: skip
 def test_simulator_config_fails_before_any_round(extra: list[str], pattern: str) -> None:
     assert_one_sentence(str(sim_error(extra)), pattern)

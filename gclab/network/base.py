@@ -3,10 +3,12 @@
 A model answers three questions for a run with ``n`` workers and a seed: how much
 extra time each worker's packet takes in a round (:meth:`DelayModel.delays`), which
 first transmissions are lost (:meth:`DelayModel.lost`), and which retransmission
-attempts are lost (:meth:`DelayModel.relost`). Every answer is a pure function of its
-arguments (draws come from :mod:`gclab.network.draws`), so both engines see the same
-pattern for the same seed. Models are built by Hydra from ``gclab/conf/delay/<name>.yaml``
-and validate their parameters in ``__init__``, raising :class:`ConfigError`.
+attempts are lost (:meth:`DelayModel.relost`); a model whose losses evolve in time
+(``timed``) answers the last two by sending time instead (:meth:`DelayModel.lost_at`).
+Every answer is a pure function of its arguments (draws come from
+:mod:`gclab.network.draws`), so both engines see the same pattern for the same seed.
+Models are built by Hydra from ``gclab/conf/delay/<name>.yaml`` and validate their
+parameters in ``__init__``, raising :class:`ConfigError`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ from gclab.errors import ConfigError
 
 class DelayModel:
     """No extra delay and no loss. Subclasses override what they model."""
+
+    #: Whether losses evolve in time rather than per round and attempt: the protocol then
+    #: asks :meth:`lost_at` with each transmission's sending time instead of :meth:`lost`
+    #: and :meth:`relost`.
+    timed: bool = False
 
     def check(self, n: int, rounds: int) -> None:
         """Raise :class:`ConfigError` if the model cannot serve ``n`` workers for ``rounds``.
@@ -56,6 +63,12 @@ class DelayModel:
         in ``attempts``: asking for more attempts repeats the earlier answers.
         """
         return np.zeros((attempts, n), dtype=bool)
+
+    def lost_at(self, workers: np.ndarray, times: np.ndarray, seed: int) -> np.ndarray:
+        """Loss of transmissions by ``workers`` sent at ``times`` (``[..., len(workers)]``,
+        seconds on the run's clock), ``bool`` of the shape of ``times``. Models with
+        ``timed = True`` answer it; a pure function of its arguments."""
+        return np.zeros(np.shape(times), dtype=bool)
 
 
 def probability(

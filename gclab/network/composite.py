@@ -34,6 +34,15 @@ class Composite(DelayModel):
                     "it must be a delay model (a gclab/conf/delay option)."
                 )
         self.parts = (compute, loss)
+        timed = [part for part in self.parts if part.timed]
+        per_round = [part for part in self.parts if type(part).lost is not DelayModel.lost]
+        if timed and any(not part.timed for part in per_round):
+            raise ConfigError(
+                "delay.compute and delay.loss cannot mix a loss model that evolves in time "
+                "(gilbert_elliott_time) with one that loses per round; use one kind for both."
+            )
+        #: Whether losses evolve in time (a part's do).
+        self.timed = bool(timed)
 
     def check(self, n: int, rounds: int) -> None:
         for slot, part in zip(("compute", "loss"), self.parts):
@@ -62,6 +71,12 @@ class Composite(DelayModel):
         compute, loss = self.parts
         return compute.relost(round, packet_round, attempts, n, part_seed(seed, 0)) | loss.relost(
             round, packet_round, attempts, n, part_seed(seed, 1)
+        )
+
+    def lost_at(self, workers: np.ndarray, times: np.ndarray, seed: int) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.lost_at(workers, times, part_seed(seed, 0)) | loss.lost_at(
+            workers, times, part_seed(seed, 1)
         )
 
 

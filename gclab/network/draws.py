@@ -23,6 +23,7 @@ RETRANSMIT = 2
 TRANSITION = 3
 INITIAL = 4
 SLOW = 5
+SOJOURN = 6
 
 
 def generator(*key: int) -> np.random.Generator:
@@ -67,3 +68,11 @@ def attempts(seed: int, round: int, packet_round: int, shape: tuple[int, ...]) -
     for a few attempts and extend only when a packet keeps getting lost.
     """
     return generator(seed, RETRANSMIT, round, packet_round).random(shape)
+
+
+def exponential_run(seed: int, stream: int, key: int, block: int) -> np.ndarray:
+    """Read-only Exp(1) draws ``[BLOCK]``: block ``block`` of a sequence keyed by ``key``
+    (e.g. a worker), for models that draw one value after another rather than per round."""
+    rows = generator(seed, stream, key, block).standard_exponential(BLOCK)
+    rows.setflags(write=False)
+    return rows

@@ -1,4 +1,11 @@
-"""``gilbert_elliott``: bursty loss from a two-state (good/bad) Markov chain per worker.
+"""Bursty loss from a two-state (good/bad) Markov chain per worker, per round or in time.
+
+``gilbert_elliott`` (:class:`GilbertElliott`) steps its chain once per round and once
+per retransmission attempt; ``gilbert_elliott_time`` (:class:`TimedGilbertElliott`)
+lets it evolve in continuous time, so that bursts last seconds whatever the rounds and
+attempts do.
+
+**Per round and attempt.**
 
 Each worker's channel is good or bad; it switches good→bad with ``p_good_bad`` and
 bad→good with ``p_bad_good`` once per round, and loses a packet with ``loss_good`` or
@@ -8,7 +15,17 @@ losses): ``p_bad_good = 1/burst_length``, ``p_good_bad = loss_rate·p_bad_good/(
 Retransmission attempts continue the worker's chain from its state in the round they
 are made, one step per attempt, so a bad channel also delays recovery; they never feed
 back into the per-round chain, which keeps first-attempt patterns identical across
-schemes (paired comparisons).
+schemes (paired comparisons). A burst of ``b`` rounds thus lasts ``b`` rounds for first
+transmissions but ``b`` retransmission attempts (``b·rto`` seconds) for a lost packet.
+
+**In time** (the study's choice, docs/simulator.md). A Gilbert channel per worker whose
+bad periods last ``burst_seconds`` on average and cover ``loss_rate`` of the time: the
+sojourns are exponential (means ``burst_seconds`` bad and
+``burst_seconds·(1−loss_rate)/loss_rate`` good) and the first state is drawn from the
+stationary law. A transmission is lost when its worker's channel is bad at the moment
+it is sent, on the run's clock; first transmissions and retransmissions see the same
+burst. The trajectory is drawn from the worker's own seeded stream, extended a block of
+sojourns at a time, so every answer is a pure function of (seed, worker, time).
 """
 
 from __future__ import annotations
@@ -138,4 +155,53 @@ class GilbertElliott(DelayModel):
         for a in range(attempts):
             state = self._step(state, u[a, 0])
             out[a] = self._loss(state, u[a, 1])
+        return out
+
+
+class TimedGilbertElliott(DelayModel):
+    """Per-worker Gilbert channel in continuous time: bursts of ``burst_seconds`` on average."""
+
+    timed = True
+
+    def __init__(self, loss_rate: float = 0.1, burst_seconds: float = 1.0) -> None:
+        self.loss_rate = probability("loss_rate", loss_rate, below_one=True)
+        burst = number("burst_seconds", burst_seconds)
+        if burst <= 0:
+            raise ConfigError(
+                f"delay.burst_seconds={burst_seconds!r} is invalid: it must be a number of "
+                "seconds > 0."
+            )
+        self.burst_seconds = burst
+        self.good_seconds = burst * (1 - self.loss_rate) / self.loss_rate if self.loss_rate else 0
+        #: (seed, worker) -> (bad at time 0, switching times so far)
+        self._paths: dict[tuple[int, int], tuple[bool, np.ndarray]] = {}
+
+    def _path(self, seed: int, worker: int, until: float) -> tuple[bool, np.ndarray]:
+        """The worker's first state and its switching times, drawn at least up to ``until``."""
+        key = (seed, worker)
+        if key not in self._paths:
+            bad = bool(draws.generator(seed, draws.SOJOURN, worker).random() < self.loss_rate)
+            self._paths[key] = (bad, np.empty(0))
+        bad, switches = self._paths[key]
+        while switches.size == 0 or switches[-1] <= until:
+            block = switches.size // draws.BLOCK
+            means = np.full(draws.BLOCK, self.burst_seconds)
+            good = np.arange(switches.size, switches.size + draws.BLOCK) % 2 == int(bad)
+            means[good] = self.good_seconds  # sojourn i is bad when i is even and bad at 0
+            sojourns = draws.exponential_run(seed, draws.SOJOURN, worker, block) * means
+            start = switches[-1] if switches.size else 0.0
+            switches = np.concatenate([switches, start + np.cumsum(sojourns)])
+            self._paths[key] = (bad, switches)
+        return bad, switches
+
+    def lost_at(self, workers: np.ndarray, times: np.ndarray, seed: int) -> np.ndarray:
+        times = np.asarray(times, dtype=np.float64)
+        out = np.zeros(times.shape, dtype=bool)
+        if self.loss_rate == 0:
+            return out
+        for j, worker in enumerate(np.asarray(workers).tolist()):
+            t = times[..., j]
+            bad, switches = self._path(seed, worker, float(t.max(initial=0.0)))
+            flips = np.searchsorted(switches, t, side="right")
+            out[..., j] = (flips % 2 == 0) == bad
         return out

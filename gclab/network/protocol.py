@@ -63,6 +63,7 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -70,8 +71,11 @@ from gclab.coding.base import Decoder, StragglerModel
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.clock import ArrivalSource, Clock, Timeline, VirtualClock, WallClock
+from gclab.network.links import Links
 
 POLICIES = ("deadline", "all")
+#: ``network.server_time``: the round's measured decode and optimizer step (training only).
+MEASURED = "measured"
 #: ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``: the
 #: SGC papers' rule, a round whose erasures the scheme's straggler model does not admit
 #: waits for every packet.
@@ -96,6 +100,15 @@ class NetworkConfig:
     rto: float = 1.0
     clock: str = "virtual"
     recovery: str = "decodable"
+    #: Each worker's uplink, bytes/s (``None``: unlimited). See :mod:`gclab.network.links`.
+    bandwidth: float | None = None
+    #: The server's ingress, bytes/s, shared fairly by the packets in flight (``None``: unlimited).
+    server_bandwidth: float | None = None
+    #: The server's egress for the weights it sends each round, bytes/s (``None``: unlimited).
+    broadcast_bandwidth: float | None = None
+    #: The server's work per round (decode, optimizer step) on the clock, after the round:
+    #: ``measured`` (training only: the round's measured decode and step) or seconds.
+    server_time: Any = 0.0
 
     def __post_init__(self) -> None:
         for name, allowed in (("policy", POLICIES), ("clock", CLOCKS), ("recovery", RECOVERIES)):
@@ -106,12 +119,46 @@ class NetworkConfig:
                 )
         for name in ("mu", "latency", "rto"):
             value = getattr(self, name)
-            finite = isinstance(value, (int, float)) and math.isfinite(value)
-            if not finite or value < 0 or (name == "rto" and value == 0):
+            if not _finite(value) or value < 0 or (name == "rto" and value == 0):
                 relation = "> 0" if name == "rto" else ">= 0"
                 raise ConfigError(
                     f"network.{name}={value!r} is invalid: it must be a finite number {relation}."
                 )
+        for name in ("bandwidth", "server_bandwidth", "broadcast_bandwidth"):
+            value = getattr(self, name)
+            if value is not None and not (_finite(value) and value > 0):
+                raise ConfigError(
+                    f"network.{name}={value!r} is invalid: it must be a rate in bytes/s > 0, "
+                    "or null (unlimited)."
+                )
+        value = self.server_time
+        if value != MEASURED and not (_finite(value) and value >= 0):
+            raise ConfigError(
+                f"network.server_time={value!r} is invalid: it must be {MEASURED!r} or a number "
+                "of seconds >= 0."
+            )
+        if self.clock == "wall" and self.server_bandwidth is not None:
+            raise ConfigError(
+                f"network.server_bandwidth={self.server_bandwidth!r} needs network.clock=virtual: "
+                "on the wall clock a packet's arrival would depend on results not back yet; "
+                "set it to null or use the virtual clock."
+            )
+
+    def links(self, payload: float) -> Links:
+        """The links of this config, for packets of ``payload`` bytes per full gradient."""
+        rate = {
+            name: math.inf if value is None else float(value)
+            for name, value in (
+                ("uplink", self.bandwidth),
+                ("server", self.server_bandwidth),
+                ("broadcast", self.broadcast_bandwidth),
+            )
+        }
+        return Links(**rate, payload=float(payload))
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class RecoveryError(RuntimeError):
@@ -149,6 +196,11 @@ class RoundOutcome:
     waited: bool
     #: Jobs decodable after the round and not decoded yet, ascending.
     decodable: tuple[int, ...]
+    #: Bytes the workers sent: every first transmission and every retransmission attempt.
+    bytes: float = 0.0
+    #: Seconds of the server's work charged after the round (:meth:`RoundProtocol.charge`),
+    #: included in ``duration``.
+    server_time: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -181,7 +233,8 @@ class RoundProtocol:
     """Runs rounds for one decoder: timing, erasures, recovery, and the protocol's clock.
 
     ``clock`` is where time comes from (:mod:`gclab.network.clock`); by default the one
-    ``network.clock`` names.
+    ``network.clock`` names. ``payload`` is the bytes of one full gradient, which a
+    packet carries ``packet_fraction`` of (:mod:`gclab.network.links`).
     """
 
     def __init__(
@@ -191,6 +244,7 @@ class RoundProtocol:
         n: int,
         seed: int,
         clock: Clock | None = None,
+        payload: float = 0.0,
     ) -> None:
         for name, value, low in (("cluster.workers", n, 1), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -201,12 +255,18 @@ class RoundProtocol:
         self.seed = int(seed)
         #: Makes each round's timeline (:data:`gclab.network.clock.Clock`).
         self.timer = CLOCKS[network.clock] if clock is None else clock
+        #: What bytes cost (:mod:`gclab.network.links`).
+        self.links = network.links(payload)
         #: The sum of the durations of the rounds run so far, seconds.
         self.clock = 0.0
         #: Rounds that waited for a late packet.
         self.waits = 0
         #: Retransmission attempts over all rounds.
         self.retransmissions = 0
+        #: Bytes the workers sent over all rounds.
+        self.bytes = 0.0
+        #: Seconds of server work charged over all rounds.
+        self.server_time = 0.0
         self._ready: set[int] = set()
         self._model: StragglerModel | None = None  # recovery=wait_all, built at the first round
 
@@ -221,12 +281,32 @@ class RoundProtocol:
             "clock": self.clock,
             "waits": self.waits,
             "retransmissions": self.retransmissions,
+            "bytes": self.bytes,
+            "server_time": self.server_time,
             "ready": sorted(self._ready),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.clock, self.waits = state["clock"], state["waits"]
         self.retransmissions, self._ready = state["retransmissions"], set(state["ready"])
+        self.bytes, self.server_time = state["bytes"], state["server_time"]
+
+    def charge(self, outcome: RoundOutcome, measured: float | None = None) -> RoundOutcome:
+        """Put the server's work after ``outcome``'s round on the clock (``network.server_time``).
+
+        ``measured`` is the round's measured decode and optimizer step, which
+        ``server_time=measured`` charges; a number of seconds is charged as it is. The
+        returned outcome's ``duration`` includes it.
+        """
+        seconds = self.network.server_time
+        if seconds == MEASURED:
+            if measured is None:
+                raise ValueError("network.server_time=measured needs the measured seconds.")
+            seconds = measured
+        seconds = float(seconds)
+        self.clock += seconds
+        self.server_time += seconds
+        return replace(outcome, duration=outcome.duration + seconds, server_time=seconds)
 
     def run_round(
         self, round: int, results: ArrivalSource, decoder: Decoder, payload: Payload
@@ -298,17 +378,29 @@ class RoundProtocol:
             retransmissions=pursuit.sent,
             waited=pursuit.waited,
             decodable=tuple(ready),
+            bytes=(self.n + pursuit.sent) * line.size,
         )
         self.clock += outcome.duration
         self.waits += int(pursuit.waited)
         self.retransmissions += pursuit.sent
+        self.bytes += outcome.bytes
         return outcome
 
-    def _attempts(self, round: int, packet_round: int, workers: list[int]) -> np.ndarray:
-        """Attempt number (1-based) of each worker's first retransmission that gets through."""
+    def _attempts(
+        self, round: int, packet_round: int, workers: list[int], bases: list[float], cycle: float
+    ) -> np.ndarray:
+        """Attempt number (1-based) of each worker's first retransmission that gets through.
+
+        Attempt ``i`` of a worker is sent at ``bases[worker] + (i−1)·cycle`` seconds into
+        the round, which a loss model that evolves in time (``delay.timed``) is asked about.
+        """
         count = 8
         while True:
-            lost = self.delay.relost(round, packet_round, count, self.n, self.seed)[:, workers]
+            if self.delay.timed:
+                times = self.clock + np.asarray(bases) + cycle * np.arange(count)[:, None]
+                lost = self.delay.lost_at(np.asarray(workers), times, self.seed)
+            else:
+                lost = self.delay.relost(round, packet_round, count, self.n, self.seed)[:, workers]
             through = ~lost
             if through.any(axis=0).all():
                 return through.argmax(axis=0) + 1
@@ -340,8 +432,17 @@ class _Round:
         self.payload = payload
         n = protocol.n
         self.delays = protocol.delay.delays(round, n, protocol.seed, decoder.scheme.load)
-        #: First transmission lost (the delay model's draw; failures join as results come back).
-        self.lost = np.asarray(protocol.delay.lost(round, n, protocol.seed), dtype=bool).copy()
+        #: First transmission lost (the delay model's draw, or for a model that evolves in
+        #: time its answer once the packet is sent; failures join as results come back).
+        self.lost = np.zeros(n, dtype=bool)
+        if not protocol.delay.timed:
+            self.lost |= np.asarray(protocol.delay.lost(round, n, protocol.seed), dtype=bool)
+        links = protocol.links
+        #: Bytes of one packet, and the weights' broadcast that starts every worker late.
+        self.size = decoder.scheme.packet_fraction * links.payload
+        self.broadcast = links.broadcast_time(n)
+        #: Seconds from one retransmission attempt to the next (and to its arrival).
+        self.cycle = self.network.rto + links.alone(self.size)
         self.compute = np.full(n, np.nan)  # NaN: the worker's result is not back yet
         self.arrival = np.full(n, np.nan)
         self.delivered = np.zeros(n, dtype=bool)
@@ -392,9 +493,30 @@ class _Round:
         workers, compute, failed = self.timeline.wait(until)
         if workers.size:
             self.compute[workers] = compute
-            self.arrival[workers] = compute + self.delays[workers] + self.network.latency
+            self.arrival[workers] = self._arrivals(workers, compute)
             self.lost[workers] |= failed
         return workers.tolist()
+
+    def _arrivals(self, workers: np.ndarray, compute: np.ndarray) -> np.ndarray:
+        """First-transmission arrivals of ``workers`` back after ``compute`` seconds.
+
+        Their packets enter the links at ``compute + delay`` (plus the broadcast) and
+        arrive when through them, plus the latency (:mod:`gclab.network.links`); a loss
+        model that evolves in time decides their loss at that sending time.
+        """
+        sent = compute + self.delays[workers]
+        if self.broadcast:
+            sent = sent + self.broadcast
+        links = self.protocol.links
+        if links.shared and workers.size != self.protocol.n:
+            raise ValueError(
+                f"round {self.round}: a shared server link needs every result at once "
+                "(the virtual clock)."
+            )
+        if self.protocol.delay.timed:
+            times = self.protocol.clock + sent
+            self.lost[workers] |= self.protocol.delay.lost_at(workers, times, self.protocol.seed)
+        return links.arrivals(sent, self.size) + self.network.latency
 
     def drain(self) -> None:
         """Collect the results still out (outside the duration): every arrival is known."""
@@ -481,14 +603,15 @@ class _Round:
         attempts: list[tuple[float, int]],
     ) -> None:
         """Queue the retransmissions ``resend`` (round -> ``(priority, worker, base)``)."""
-        rto = self.network.rto
+        cycle = self.cycle
         for packet_round, items in resend.items():
-            needed = self.protocol._attempts(self.round, packet_round, [w for _, w, _ in items])
+            workers, bases = [w for _, w, _ in items], [b for _, _, b in items]
+            needed = self.protocol._attempts(self.round, packet_round, workers, bases, cycle)
             for (priority, worker, base), k in zip(items, needed):
-                events.append((base + k * rto, priority, packet_round, worker))
+                events.append((base + k * cycle, priority, packet_round, worker))
                 attempts.append((base, k))
 
     def _sent(self, end: float, attempts: list[tuple[float, int]]) -> int:
-        """Attempts sent before ``end``: ``(base, k)`` sends at ``base + (i-1)·rto``, i <= k."""
-        rto = self.network.rto
-        return sum(min(k, max(0, math.ceil((end - base) / rto - 1e-9))) for base, k in attempts)
+        """Attempts sent before ``end``: ``(base, k)`` sends at ``base + (i-1)·cycle``, i <= k."""
+        cycle = self.cycle
+        return sum(min(k, max(0, math.ceil((end - base) / cycle - 1e-9))) for base, k in attempts)

@@ -2,7 +2,8 @@
 
 Per round: broadcast the weights once (``ray.put``), every actor computes and encodes
 its logical workers' tasks, the round protocol decides which packets arrive in time,
-the scheme's decoder turns them into gradients, and the optimizer steps in job order.
+the scheme's decoder turns them into gradients, the optimizer steps in job order, and
+the protocol charges that server work to the clock (``network.server_time``).
 The protocol takes the round's actor calls as its arrival source: with
 ``network.clock=virtual`` it waits for every actor and runs on their measured compute
 times plus the modelled delays and losses; with ``network.clock=wall`` it runs while
@@ -261,6 +262,8 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         gradients = [decoder.decode(job) for job in decoded]
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
         applied = [a for job, g in zip(decoded, gradients) for a in server.submit(job, g)]
+        # the server's work on the clock (network.server_time): decode and optimizer steps
+        outcome = plan.protocol.charge(outcome, time.perf_counter() - decode_start)
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)

@@ -39,7 +39,7 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     check_clock(network)
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate_checked(cfg.delay)
-    check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time)
+    check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)
     if cfg.sim.grid is not None and not cfg.sim.grid:
         raise ConfigError(
             "sim.grid=[] is invalid: give at least one setting, or null for the full grid."
@@ -108,7 +108,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     out = Path(hydra_cfg.runtime.output_dir)
     try:
         scheme, delay, network = prepare(cfg)
-        args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time)
+        args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time, cfg.sim.payload_bytes)
         if cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)

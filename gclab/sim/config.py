@@ -14,6 +14,7 @@ from omegaconf import MISSING
 
 import gclab.schemas  # noqa: F401  (the scheme and delay options' schemas)
 from gclab.network import NetworkConfig
+from gclab.sim.engine import PAYLOAD_BYTES
 
 
 @dataclass
@@ -21,6 +22,9 @@ class SimOptions:
     jobs: int = 100  # J: jobs to simulate (in at most J + T rounds)
     search: bool = False  # evaluate the scheme's whole parameter grid (gclab/sim/search.py)
     unit_time: float = 0.0  # compute seconds per unit load added to every worker's delay
+    # bytes of one full gradient; a packet carries scheme.packet_fraction of it (default: the
+    # small CNN's, model=cnn); it costs time where network.*bandwidth is set
+    payload_bytes: float = PAYLOAD_BYTES
     grid: list[dict[str, Any]] | None = None  # with search: these settings, not the full grid
     # with search: search these scheme options' grids together (e.g. [uncoded,classic_cr,
     # sr_sgc,m_sgc], the SGC papers' four) instead of the one `scheme`

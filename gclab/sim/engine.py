@@ -3,7 +3,11 @@
 Each round the simulator hands the protocol the same compute time for every worker,
 ``unit_time × scheme.load`` seconds (``sim.unit_time``: seconds per unit load; 0 by
 default, because trace replay already includes compute time and scales it by load);
-the delay model adds the rest. It decodes every job the protocol reports decodable.
+the delay model adds the rest. Packets carry ``packet_fraction × payload_bytes`` bytes
+(``sim.payload_bytes``; they cost time only where ``network.*bandwidth`` is set), and
+``network.server_time`` seconds of server work close every round (the simulator decodes
+nothing, so it takes a number, not ``measured``). It decodes every job the protocol
+reports decodable.
 Rounds ``0 .. J+T−1`` are candidates (the last job is due in round ``J−1+T``); the
 protocol says which run (:meth:`~gclab.network.RoundProtocol.runs`): with
 ``recovery=decodable`` a round that serves no undecoded job is skipped and costs
@@ -25,6 +29,11 @@ import numpy as np
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, Finished, NetworkConfig, RoundProtocol
+from gclab.network.protocol import MEASURED
+
+#: ``sim.payload_bytes`` by default: the gradient of the small CNN (``model=cnn``,
+#: 356 810 float32 parameters), the model of the packet-loss study.
+PAYLOAD_BYTES = 4.0 * 356_810
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,10 @@ class SimResult:
     late: np.ndarray
     retransmissions: np.ndarray
     waited: np.ndarray
+    #: Seconds of server work charged after each round (included in ``durations``).
+    server_time: np.ndarray
+    #: Bytes the workers sent in each round, retransmissions included.
+    bytes: np.ndarray
 
     @property
     def total_time(self) -> float:
@@ -69,6 +82,8 @@ class SimResult:
             "erasures": int(self.erasures.sum()),
             "lost": int(self.lost.sum()),
             "late": int(self.late.sum()),
+            "bytes_sent": float(self.bytes.sum()),
+            "server_time_total": float(self.server_time.sum()),
         }
 
     def write_rounds(self, path: Path) -> None:
@@ -80,6 +95,8 @@ class SimResult:
             "late": self.late,
             "retransmissions": self.retransmissions,
             "waited": self.waited.astype(int),
+            "server_time": self.server_time,
+            "bytes": self.bytes,
         }
         with path.open("w", newline="") as f:
             writer = csv.writer(f)
@@ -95,22 +112,26 @@ def simulate(
     jobs: int,
     seed: int,
     unit_time: float = 0.0,
+    payload_bytes: float = PAYLOAD_BYTES,
 ) -> SimResult:
     """Simulate ``jobs`` jobs of ``scheme``; raises :class:`ConfigError` before any round."""
     check_clock(network)
-    check_run(scheme, delay, jobs, unit_time)
-    protocol = RoundProtocol(network, delay, scheme.n, seed)
+    check_run(scheme, delay, jobs, unit_time, payload_bytes)
+    protocol = RoundProtocol(network, delay, scheme.n, seed, payload=payload_bytes)
     decoder = scheme.decoder()
     compute = np.full(scheme.n, unit_time * scheme.load)
     index, durations, counts = [], [], []  # counts: erasures, lost, late, retransmissions, waited
+    server, sent = [], []
     for r in range(jobs + scheme.T):
         if not protocol.runs(r, jobs, decoder):
             continue
-        out = protocol.run_round(r, Finished(compute), decoder, _symbolic)
+        out = protocol.charge(protocol.run_round(r, Finished(compute), decoder, _symbolic))
         for job in out.decodable:
             decoder.decode(job)
         index.append(r)
         durations.append(out.duration)
+        server.append(out.server_time)
+        sent.append(out.bytes)
         counts.append(
             (out.erased.sum(), out.lost.sum(), out.late.sum(), out.retransmissions, out.waited)
         )
@@ -127,25 +148,44 @@ def simulate(
         late=table[2],
         retransmissions=table[3],
         waited=table[4].astype(bool),
+        server_time=np.array(server, dtype=np.float64),
+        bytes=np.array(sent, dtype=np.float64),
     )
 
 
 def check_clock(network: NetworkConfig) -> None:
-    """The simulator has no workers to wait for: only the virtual clock makes sense."""
+    """The simulator has no workers to wait for and decodes nothing: only the virtual clock
+    and a number of seconds of server time make sense."""
     if network.clock != "virtual":
         raise ConfigError(
             f"network.clock={network.clock!r} is not supported by the simulator, which has "
             "no workers to wait for; use network.clock=virtual (the default)."
         )
+    if network.server_time == MEASURED:
+        raise ConfigError(
+            f"network.server_time={MEASURED} is not supported by the simulator, which decodes "
+            "nothing to measure; give the server's seconds per round (e.g. 0.005)."
+        )
 
 
-def check_run(scheme: Scheme, delay: DelayModel, jobs: int, unit_time: float) -> None:
-    """Raise :class:`ConfigError` unless ``sim.jobs``, ``sim.unit_time`` and the delay model fit."""
+def check_run(
+    scheme: Scheme,
+    delay: DelayModel,
+    jobs: int,
+    unit_time: float,
+    payload_bytes: float = PAYLOAD_BYTES,
+) -> None:
+    """Raise :class:`ConfigError` unless ``sim.jobs``, ``sim.unit_time``,
+    ``sim.payload_bytes`` and the delay model fit."""
     if isinstance(jobs, bool) or not isinstance(jobs, (int, np.integer)) or jobs < 1:
         raise ConfigError(f"sim.jobs={jobs!r} is invalid: it must be an integer >= 1.")
     if not np.isfinite(unit_time) or unit_time < 0:
         raise ConfigError(
             f"sim.unit_time={unit_time!r} is invalid: it must be a finite number >= 0."
+        )
+    if not np.isfinite(payload_bytes) or payload_bytes < 0:
+        raise ConfigError(
+            f"sim.payload_bytes={payload_bytes!r} is invalid: it must be a number of bytes >= 0."
         )
     delay.check(scheme.n, jobs + scheme.T)
 

@@ -8,9 +8,12 @@ attempt), :mod:`gclab.sim.kernels` computes every setting's rounds by the engine
 rules; anything else returns ``None`` and the search simulates each setting with
 :func:`~gclab.sim.engine.simulate`, the ground truth this is tested against setting by
 setting (``tests/sim/test_fast.py``). The speed comes from computing arrival times once
-per distinct load for all rounds (:meth:`~gclab.network.base.DelayModel.delays_by_load`),
-building no scheme object per setting (loads and names come from the schemes' own
-formulas), and a round costing a few passes over the ``n`` workers.
+per distinct load and packet size for all rounds
+(:meth:`~gclab.network.base.DelayModel.delays_by_load`, then the links of
+:mod:`gclab.network.links`), building no scheme object per setting (loads, packet sizes
+and names come from the schemes' own formulas), and a round costing a few passes over
+the ``n`` workers. Bytes change the arrivals and each setting's retransmission cycle;
+server time adds the same seconds to every round that runs.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from omegaconf import DictConfig, OmegaConf
 from gclab.coding.evaluation import NODE_FAMILIES
 from gclab.coding.sgc import m_sgc_load, sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
+from gclab.network.links import Links
 from gclab.sim.engine import SimResult
 
 Params = dict[str, Any]
 
-#: Distinct loads whose arrival times are computed together (loads × rounds × n floats).
+#: Distinct (load, packet size) profiles whose arrival times are computed together
+#: (profiles × rounds × n floats).
 LOAD_BATCH = 32
 
 
@@ -47,6 +52,8 @@ class Family:
     run: Callable[..., None]
     #: A valid setting at ``n = 2``, for :func:`load_kernels`.
     sample: Params
+    #: ``scheme.packet_fraction`` of a setting.
+    packet: Callable[[Params], float] = lambda p: 1.0
     #: Whether the config node (parameters outside the grid) is one the kernel models.
     accepts: Callable[[DictConfig], bool] = lambda node: True
 
@@ -69,7 +76,7 @@ class Records:
             getattr(self, key)[rows] = value
 
 
-def _gc(arrivals, stats, load_of, settings, jobs, network, out: Records) -> None:
+def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
     from gclab.sim import kernels
 
     close, top, _, late_count = stats
@@ -81,13 +88,13 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, out: Records) -> None
 
 
 def _sgc(multiplexed: bool) -> Callable[..., None]:
-    def run(arrivals, stats, load_of, settings, jobs, network, out: Records) -> None:
+    def run(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
         from gclab.sim import kernels
 
         B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
         s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
         kernels.sgc_rounds(
-            multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, network.rto,
+            multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
             network.recovery == "wait_all", out.ran, out.duration, out.erased, out.late,
             out.sent, out.waited, out.failed,
         )  # fmt: skip
@@ -127,6 +134,7 @@ FAMILIES: dict[str, Family] = {
         delay=lambda p: p["W"] - 2 + p["B"],
         run=_sgc(multiplexed=True),
         sample={"B": 1, "W": 2, "lam": 1},
+        packet=lambda p: float(p["W"] - 1 + p["B"]),  # T + 1 slot results side by side
     ),
 }
 
@@ -137,8 +145,9 @@ def load_kernels() -> None:
     Start-up, not search: the CLI and the benchmarks call this before timing a search.
     """
     node = OmegaConf.create({"construction": NODE_FAMILIES[0]})
+    shared = NetworkConfig(server_bandwidth=1.0)  # compiles the shared link's kernel too
     for name, family in FAMILIES.items():
-        fast_results(name, node, 2, [family.sample], DelayModel(), NetworkConfig(), 1, 0, 0.0)
+        fast_results(name, node, 2, [family.sample], DelayModel(), shared, 1, 0, 0.0, 1.0)
 
 
 def fast_results(
@@ -151,6 +160,7 @@ def fast_results(
     jobs: int,
     seed: int,
     unit_time: float,
+    payload_bytes: float,
 ) -> list[SimResult | None] | None:
     """Every setting's :class:`SimResult`, or ``None`` when the fast path does not apply.
 
@@ -160,25 +170,60 @@ def fast_results(
     family = FAMILIES.get(name)
     if family is None or not settings or not family.accepts(node) or network.clock != "virtual":
         return None
+    if delay.timed:  # losses depend on sending times: the engine's business
+        return None
     delays = [family.delay(p) for p in settings]
     for T in dict.fromkeys(delays):  # the engine's check, in the order it would meet them
         delay.check(n, jobs + T)
     rounds = jobs + max(delays)
     if not lossless(delay, rounds, n, seed, max(delays)):
         return None
-    loads, load_of = np.unique([family.load(n, p) for p in settings], return_inverse=True)
+    links = network.links(payload_bytes)
+    sizes = np.array([family.packet(p) * links.payload for p in settings])
+    cycles = np.array([network.rto + links.alone(size) for size in sizes])
+    profile = np.array([[family.load(n, p) for p in settings], sizes]).T
+    profiles, profile_of = np.unique(profile, axis=0, return_inverse=True)
+    profile_of = profile_of.reshape(-1)
     out = Records(len(settings), rounds)
-    for first in range(0, len(loads), LOAD_BATCH):
-        batch = loads[first : first + LOAD_BATCH]
-        rows = np.flatnonzero((load_of >= first) & (load_of < first + len(batch)))
+    for first in range(0, len(profiles), LOAD_BATCH):
+        batch = profiles[first : first + LOAD_BATCH]
+        rows = np.flatnonzero((profile_of >= first) & (profile_of < first + len(batch)))
         part = Records(len(rows), rounds)
-        arrivals = unit_time * batch[:, None, None] + delay.delays_by_load(rounds, n, seed, batch)
-        arrivals += network.latency  # compute + delay + latency, as the protocol adds them
+        arrivals = _arrivals(batch, delay, links, rounds, n, seed, unit_time) + network.latency
         chosen = [settings[i] for i in rows]
         stats = round_stats(arrivals, network)
-        family.run(arrivals, stats, load_of[rows] - first, chosen, jobs, network, part)
+        family.run(
+            arrivals, stats, profile_of[rows] - first, chosen, jobs, network, cycles[rows], part
+        )
         out.store(rows, part)
-    return _results(family, node, n, jobs, settings, out)
+    server = float(network.server_time)
+    return _results(family, node, n, jobs, settings, out, server, sizes)
+
+
+def _arrivals(
+    profiles: np.ndarray,
+    delay: DelayModel,
+    links: Links,
+    rounds: int,
+    n: int,
+    seed: int,
+    unit_time: float,
+) -> np.ndarray:
+    """``[profiles, rounds, n]``: first transmissions' arrivals before the latency, per
+    ``(load, packet size)`` profile, as the protocol computes them (compute + delay, the
+    broadcast, the links)."""
+    loads, sizes = profiles[:, 0], profiles[:, 1]
+    sent = unit_time * loads[:, None, None] + delay.delays_by_load(rounds, n, seed, loads)
+    broadcast = links.broadcast_time(n)
+    if broadcast:
+        sent += broadcast
+    if not links.shared:
+        return np.stack([links.arrivals(sent[i], size) for i, size in enumerate(sizes)])
+    from gclab.sim import kernels
+
+    out = np.empty_like(sent)
+    kernels.fair_share_rounds(sent, sizes, links.uplink, links.server, out)
+    return out
 
 
 def round_stats(arrivals: np.ndarray, network: NetworkConfig) -> tuple[np.ndarray, ...]:
@@ -211,7 +256,14 @@ def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
 
 
 def _results(
-    family: Family, node: DictConfig, n: int, jobs: int, settings: list[Params], out: Records
+    family: Family,
+    node: DictConfig,
+    n: int,
+    jobs: int,
+    settings: list[Params],
+    out: Records,
+    server: float,
+    sizes: np.ndarray,
 ) -> list[SimResult | None]:
     """One :class:`SimResult` per setting, as the engine builds it (rounds run only)."""
     count = out.ran.sum(axis=1)
@@ -224,6 +276,7 @@ def _results(
             results.append(None)
             continue
         rows = slice(0, count[i]) if prefix[i] else np.flatnonzero(out.ran[i])
+        sent = out.sent[i, rows]
         results.append(
             SimResult(
                 scheme=family.describe(n, node, params),
@@ -231,12 +284,14 @@ def _results(
                 load=float(family.load(n, params)),
                 jobs=jobs,
                 index=numbers[rows],
-                durations=out.duration[i, rows],
+                durations=out.duration[i, rows] + server,
                 erasures=out.erased[i, rows],
                 lost=lost[: count[i]],
                 late=out.late[i, rows],
-                retransmissions=out.sent[i, rows],
+                retransmissions=sent,
                 waited=out.waited[i, rows],
+                server_time=np.full(count[i], server),
+                bytes=(n + sent) * sizes[i],
             )
         )
     return results

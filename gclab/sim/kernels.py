@@ -15,7 +15,8 @@ Arguments shared by the kernels:
 * ``arrivals[l, r, w]``: arrival of worker ``w``'s packet in round ``r`` at load ``l``;
   ``close``, ``top``, ``late_bits``, ``late_count``: :func:`round_stats` of them;
   ``load_of[i]``: setting ``i``'s load;
-* ``jobs``; ``rto``; ``wait_all`` (``network.recovery=wait_all``);
+* ``jobs``; ``rto_of[i]``, setting ``i``'s retransmission cycle (``network.rto`` plus
+  its packet's time on the wire); ``wait_all`` (``network.recovery=wait_all``);
 * outputs ``[settings, rounds]``: ``ran`` (the round ran), ``duration``, ``erased``,
   ``late``, ``sent`` (retransmission attempts), ``waited``; ``failed[i]`` is set when
   setting ``i`` needs a recovery that cannot succeed (the engine then reports it).
@@ -31,6 +32,10 @@ import math
 
 import numpy as np
 from numba import njit
+
+from gclab.network.links import fair_share
+
+_fair_share = njit(cache=True)(fair_share)
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -127,6 +132,16 @@ def round_stats(arrivals, policy_all, mu, close, top, late_bits, late_count):  #
 
 
 @njit(cache=True)
+def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
+    """:func:`gclab.network.links.fair_share` (compiled) of every profile and round:
+    ``sent[p, r]`` are the sending times, ``sizes[p]`` the packet bytes."""
+    for p in range(sent.shape[0]):
+        for r in range(sent.shape[1]):
+            order = np.argsort(sent[p, r], kind="mergesort")
+            _fair_share(sent[p, r], sizes[p], uplink, server, order, out[p, r])
+
+
+@njit(cache=True)
 def _admits(marks: np.ndarray, late: np.ndarray, r: int, B: int, W: int, lam: int) -> bool:
     """The ``(B, W, λ)`` check of round ``r`` against the marks of the rounds before it."""
     count = 0
@@ -206,7 +221,7 @@ def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, o
 @njit(cache=True)
 def sgc_rounds(
     multiplexed, arrivals, close, top, late_bits, late_count, load_of, B_of, W_of, lam_of, s_of,
-    jobs, rto, wait_all, ran, duration, erased, late, sent, waited, failed,
+    jobs, rto_of, wait_all, ran, duration, erased, late, sent, waited, failed,
 ):  # fmt: skip
     """SR-SGC (``multiplexed=False``) or M-SGC settings: the protocol's round, once.
 
@@ -257,6 +272,7 @@ def sgc_rounds(
     times = np.zeros((slots + 1) * n)
     for i in range(B_of.size):
         B, W, lam, load, T = B_of[i], W_of[i], lam_of[i], load_of[i], delays[i]
+        rto = rto_of[i]
         quorum = n - (lam if multiplexed else s_of[i])  # results a GC-coded part needs
         groups = B if multiplexed and lam < n else 0
         got[:] = ZERO

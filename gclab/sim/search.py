@@ -25,7 +25,7 @@ from gclab.coding.base import SCHEMES
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.schemas import instantiate_checked
-from gclab.sim.engine import SimResult, simulate
+from gclab.sim.engine import PAYLOAD_BYTES, SimResult, simulate
 from gclab.sim.fast import fast_results
 
 Params = dict[str, Any]
@@ -83,6 +83,7 @@ def search(
     jobs: int,
     seed: int,
     unit_time: float = 0.0,
+    payload_bytes: float = PAYLOAD_BYTES,
     settings: list[Params] | None = None,
 ) -> list[Trial]:
     """Simulate every setting (same seed, so the same delays); fastest first.
@@ -93,12 +94,14 @@ def search(
     chosen = grid(scheme, n, network.recovery) if settings is None else settings
     fast = None
     if settings is None:
-        fast = fast_results(name, scheme, n, chosen, delay, network, jobs, seed, unit_time)
+        fast = fast_results(
+            name, scheme, n, chosen, delay, network, jobs, seed, unit_time, payload_bytes
+        )
     trials = []
     for i, params in enumerate(chosen):
         result = fast[i] if fast is not None else None
         if result is None:
             built = instantiate_checked(scheme, n=n, **params)
-            result = simulate(built, delay, network, jobs, seed, unit_time)
+            result = simulate(built, delay, network, jobs, seed, unit_time, payload_bytes)
         trials.append(Trial(name, params, result))
     return sorted(trials, key=lambda t: t.result.total_time)

@@ -5,7 +5,8 @@ not depend on the losses: every job's gradient is the true batch gradient, compu
 the weights of all earlier jobs (T = 0 decodes job t in round t; with
 ``train.pipeline=interleaved`` each model's previous job is applied before its next
 starts). Only *when* job ``j`` is applied changes. So a run's accuracy per job, its
-measured per-worker compute times (``compute_s`` in metrics.jsonl) and the round
+measured per-worker compute times (``compute_s`` in metrics.jsonl), its measured server
+time per round (``server_time``, charged as ``network.server_time`` says) and the round
 protocol with the scheme's symbolic decoder give the run under any other delay model:
 
 * :func:`replay_rounds` runs the protocol on recorded compute times, with the training
@@ -72,9 +73,14 @@ def replay_rounds(
     compute: np.ndarray,
     num_jobs: int,
     until: int = -1,
+    server: np.ndarray | None = None,
 ) -> Replay:
     """Run ``len(compute)`` rounds (``compute[r, w]``: worker w's seconds in round r), and
     more until job ``until`` is applied, on the last row's compute times.
+
+    ``server[r]`` is the server's measured seconds after round ``r`` (the last one's for
+    the rounds past it), which :meth:`RoundProtocol.charge` puts on the clock where
+    ``network.server_time=measured``.
 
     Mirrors the training loop: decodes every decodable job below ``num_jobs`` (drain
     rounds start jobs that do not exist), applies jobs strictly in order.
@@ -85,8 +91,9 @@ def replay_rounds(
     replay, next_job, pending = Replay(), 0, set()
     r = 0
     while r < len(compute) or next_job <= until:
-        row = compute[min(r, len(compute) - 1)]
-        outcome = protocol.run_round(r, Finished(row), decoder, _symbolic)
+        row = min(r, len(compute) - 1)
+        outcome = protocol.run_round(r, Finished(compute[row]), decoder, _symbolic)
+        outcome = protocol.charge(outcome, None if server is None else float(server[row]))
         decoded = [j for j in outcome.decodable if j < num_jobs]
         for job in decoded:
             decoder.decode(job)
@@ -106,6 +113,14 @@ def replay_rounds(
 def _symbolic(round: int, worker: int) -> None:
     """Payload in symbolic mode: the decoder only needs to know that the packet arrived."""
     return None
+
+
+def recorded_server_time(rounds: list[dict[str, Any]]) -> np.ndarray:
+    """Each round record's measured server seconds: ``server_time``, or for a run recorded
+    before the clock charged it, the decode alone (``decode_ms``; 0 where nothing decoded)."""
+    if all("server_time" in rec for rec in rounds):
+        return np.array([rec["server_time"] for rec in rounds], dtype=np.float64)
+    return np.array([(rec.get("decode_ms") or 0.0) / 1e3 for rec in rounds], dtype=np.float64)
 
 
 def evaluated_jobs(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -205,7 +220,8 @@ def replay_run(
     evals = evaluated_jobs(records)
     compute = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     until = max((job for job, _ in evals), default=-1)
-    replay = replay_rounds(scheme, protocol, compute, summary["num_jobs"], until)
+    server = recorded_server_time(rounds)
+    replay = replay_rounds(scheme, protocol, compute, summary["num_jobs"], until, server)
 
     extra = {"replayed_from": str(source), "extended_rounds": replay.extended}
     placed = [(replay.applied_at[job], rec) for job, rec in evals]
@@ -233,7 +249,8 @@ def retime_run(source: Path, dest: Path, median_compute: float) -> dict[str, Any
     rounds = [rec for rec in records if rec["kind"] == "round"]
     measured = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     scale = median_compute / float(np.median(measured))
-    replay = replay_rounds(scheme, protocol, measured * scale, summary["num_jobs"])
+    server = recorded_server_time(rounds)
+    replay = replay_rounds(scheme, protocol, measured * scale, summary["num_jobs"], -1, server)
     recorded = [rec.get("jobs_applied", 0) for rec in rounds]
     timed = [len(step.applied) for step in replay.rounds]
     if timed != recorded:

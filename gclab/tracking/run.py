@@ -58,6 +58,8 @@ class RunRecorder:
         self.decode_delays: list[int] = []  # rounds from a job's start to its decode
         self.waits = 0
         self.retransmissions = 0
+        self.bytes_sent = 0.0
+        self.server_time = 0.0
         self.jobs = 0
         self.last_eval: dict[str, float] = {}
         self.time_to_target: float | None = None
@@ -99,6 +101,8 @@ class RunRecorder:
         self.wall_time += wall_seconds
         self.waits += int(outcome.waited)
         self.retransmissions += int(outcome.retransmissions)
+        self.bytes_sent += float(outcome.bytes)
+        self.server_time += float(outcome.server_time)
         self.jobs += len(applied)
         if decoded:
             self.decode_ms.append(decode_ms)
@@ -113,6 +117,8 @@ class RunRecorder:
                 "virtual_time": self.virtual_time,
                 "wall_time": self.wall_time,
                 "round_time": float(outcome.duration),
+                "server_time": float(outcome.server_time),
+                "bytes": float(outcome.bytes),
                 "erasures": int(np.count_nonzero(outcome.erased)),
                 "lost": int(np.count_nonzero(outcome.lost)),
                 "late": int(np.count_nonzero(outcome.late)),
@@ -146,7 +152,7 @@ class RunRecorder:
     #: Counters restored on resume (everything :meth:`summary` reads).
     STATE = (
         "virtual_time", "wall_time", "decode_ms", "decode_delays", "waits", "retransmissions",
-        "jobs",
+        "bytes_sent", "server_time", "jobs",
         "last_eval", "time_to_target",
     )  # fmt: skip
 
@@ -209,6 +215,8 @@ class RunRecorder:
             "decode_delay_max": max(self.decode_delays, default=None),
             "waits": self.waits,
             "retransmissions": self.retransmissions,
+            "bytes_sent": self.bytes_sent,
+            "server_time_total": self.server_time,
         }
         write_summary(self.run_dir / "summary.json", summary)
         return summary

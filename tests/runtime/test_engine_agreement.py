@@ -3,8 +3,9 @@
 Both engines draw delays and losses from the same seeded models. Replaying the
 runtime's measured compute times (``compute_s`` in metrics.jsonl) through the
 simulator's symbolic decoder and the round protocol must reproduce every round:
-erasures, losses, retransmissions, waits, decoded jobs and durations, in both
-``network.recovery`` modes, and both engines must skip the same idle rounds. Every scheme
+erasures, losses, retransmissions, waits, decoded jobs, bytes and durations, in both
+``network.recovery`` modes, with every link limited and the measured server time on the
+clock, and both engines must skip the same idle rounds. Every scheme
 runs with in-process workers (``helpers.inprocess``), one on real Ray actors.
 """
 
@@ -24,6 +25,13 @@ from helpers.inprocess import in_process
 OVERRIDES = {"pipelined_cr": ["scheme.T=1"], "m_sgc": ["scheme.lam=1"]}
 SCHEMES = {name: [f"scheme={name}", *OVERRIDES.get(name, [])] for name in builtin_schemes()}
 
+
+#: Links on which the tiny model's packets (~0.3 MB) take tenths of a second.
+LINKS = [
+    "network.bandwidth=1e6",
+    "network.server_bandwidth=2e6",
+    "network.broadcast_bandwidth=4e6",
+]
 
 #: One scheme of each family runs in the fast lane, the others in the slow one.
 FAST = {"uncoded", "classic_cr", "pipelined_cr", "sr_sgc", "m_sgc"}
@@ -51,18 +59,24 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
          "delay=composite", "delay@delay.compute=trace", f"delay.compute.path={tmp_path}/trace.npz",
          "delay.compute.slope=0", "delay@delay.loss=bernoulli", "delay.loss.p=0.2",
          "network.policy=deadline", "network.mu=1", "network.rto=0.5",
-         f"network.recovery={recovery}"]
+         f"network.recovery={recovery}", *LINKS]
     )  # fmt: skip
     run(cfg, tmp_path / "run", start_pool=start_pool)
     rounds = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "round"]
 
     scheme_obj = instantiate(cfg.scheme, n=4)
     network = NetworkConfig(**cfg.network)
-    protocol = RoundProtocol(network, instantiate(cfg.delay), 4, seed=3)
+    model = instantiate(cfg.model, num_classes=cfg.data.num_classes)
+    payload = 4 * sum(p.numel() for p in model.parameters())
+    protocol = RoundProtocol(network, instantiate(cfg.delay), 4, seed=3, payload=payload)
     decoder = scheme_obj.decoder()  # symbolic, as in the simulator
+    size = scheme_obj.packet_fraction * payload
     for record in rounds:
         compute = Finished(np.array(record["compute_s"]))
         out = protocol.run_round(record["round"], compute, decoder, _none)
+        out = protocol.charge(out, record["server_time"])  # the run measured it
+        assert record["server_time"] > 0
+        assert record["bytes"] == out.bytes == (4 + out.retransmissions) * size
         decoded = [decoder.decode(job) for job in out.decodable if job < 10]
         assert record["jobs_decoded"] == len(decoded)
         assert record["decode_delays"] == [record["round"] - j for j in out.decodable if j < 10]
@@ -73,7 +87,8 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
 
     assert sum(r["jobs_decoded"] for r in rounds) == 10  # every job, pipelined ones too
     # and the simulator proper, with compute time 0, sees the same erasure pattern
-    sim = simulate(scheme_obj, instantiate(cfg.delay), network, 10, seed=3)
+    timed = NetworkConfig(**{**cfg.network, "server_time": 0.0})  # the simulator measures none
+    sim = simulate(scheme_obj, instantiate(cfg.delay), timed, 10, seed=3, payload_bytes=payload)
     assert [r["round"] for r in rounds] == sim.index.tolist()  # the same rounds skipped
     for key in ("erasures", "lost", "late"):
         assert [r[key] for r in rounds] == getattr(sim, key).tolist(), key

@@ -11,6 +11,7 @@ staleness the reference derives on its own; the report's staleness, derived from
 jobs applied per round, is that staleness too.
 """
 
+import numpy as np
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -83,8 +84,10 @@ def test_stale_pipeline_equals_the_stale_reference(tmp_path, scheme, loss, rule)
     assert sorted(j for jobs in decoded for j in jobs) == list(range(JOBS))
 
     records = read_metrics(tmp_path / "metrics.jsonl")
-    compute = [rec["compute_s"] for rec in records if rec["kind"] == "round"]
-    replay = replay_rounds(*build_protocol(cfg), torch.tensor(compute).numpy(), JOBS)
+    rounds = [rec for rec in records if rec["kind"] == "round"]
+    compute = np.array([rec["compute_s"] for rec in rounds])
+    server = np.array([rec["server_time"] for rec in rounds])
+    replay = replay_rounds(*build_protocol(cfg), compute, JOBS, server=server)
     assert [step.decoded for step in replay.rounds] == decoded  # independent decode rounds
 
     delays = staleness(decoded)

@@ -6,7 +6,7 @@ through :func:`gclab.sim.engine.simulate` alone: summaries and every per-round a
 must be equal, in both recovery modes, on traces with heavy stragglers (recoveries,
 waits, retransmissions, skipped rounds) and with ties (integer delays: late packets
 that arrive with the retransmissions), under both collection policies, with compute
-time and latency added.
+time and latency added, and with bytes on the links and server time on the clock.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from gclab.network import NetworkConfig
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite
+from gclab.network.gilbert_elliott import TimedGilbertElliott
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
 from gclab.schemas import instantiate_checked
@@ -31,6 +32,9 @@ from gclab.sim.search import grid, scheme_option, search
 N, JOBS = 8, 12
 SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
 ARRAYS = ("index", "durations", "erasures", "lost", "late", "retransmissions", "waited")
+ARRAYS += ("server_time", "bytes")
+#: A payload whose packets take seconds on the links below (the trace delays are ~1–5 s).
+PAYLOAD = 1e6
 
 
 @pytest.fixture(scope="module")
@@ -87,24 +91,56 @@ def test_other_delay_models_policies_and_clock_terms(traces, name, recovery) -> 
         for policy in ("deadline", "all"):
             network = NetworkConfig(policy=policy, mu=0.5, latency=0.25, rto=0.7, recovery=recovery)
             settings = grid(node, N, recovery)
-            fast = fast_results(name, node, N, settings, delay, network, JOBS, 1, 2.0)
+            fast = fast_results(name, node, N, settings, delay, network, JOBS, 1, 2.0, PAYLOAD)
             assert fast is not None and len(fast) == len(settings)
             for params, result in zip(settings, fast):
-                assert_same(result, alone(node, params, delay, network, unit_time=2.0))
+                assert_same(
+                    result,
+                    alone(node, params, delay, network, unit_time=2.0, payload_bytes=PAYLOAD),
+                )
 
 
 def test_the_fast_path_steps_aside_where_it_does_not_model_the_run(traces) -> None:
     network = NetworkConfig()
     lossy = Composite(Trace(str(traces["heavy"]), slope=1.0), Bernoulli(0.1))
     sr = scheme_option("sr_sgc")
-    assert fast_results("sr_sgc", sr, N, grid(sr, N), lossy, network, JOBS, 1, 0.0) is None
+    assert fast_results("sr_sgc", sr, N, grid(sr, N), lossy, network, JOBS, 1, 0.0, 0.0) is None
     tandon = scheme_option("classic_cr")
     tandon.construction = "tandon"
     plain = Trace(str(traces["heavy"]), slope=1.0)
-    assert fast_results("classic_cr", tandon, N, [{"s": 1}], plain, network, JOBS, 1, 0.0) is None
+    assert (
+        fast_results("classic_cr", tandon, N, [{"s": 1}], plain, network, JOBS, 1, 0.0, 0.0) is None
+    )
     fr = scheme_option("classic_fr")
-    assert fast_results("classic_fr", fr, N, grid(fr, N), plain, network, JOBS, 1, 0.0) is None
+    assert fast_results("classic_fr", fr, N, grid(fr, N), plain, network, JOBS, 1, 0.0, 0.0) is None
+    timed = TimedGilbertElliott(loss_rate=0.0, burst_seconds=1.0)  # loses by sending time
+    assert fast_results("sr_sgc", sr, N, grid(sr, N), timed, network, JOBS, 1, 0.0, 0.0) is None
     # and the search still answers, through the engine
     trials = search(sr, N, lossy, network, JOBS, seed=1)
     best = trials[0]
     assert_same(best.result, alone(sr, best.params, lossy, network))
+
+
+LINKS = {
+    "uplink": {"bandwidth": 4e5},
+    "server": {"server_bandwidth": 2e6, "server_time": 0.125},
+    "all": {"bandwidth": 1e6, "server_bandwidth": 3e6, "broadcast_bandwidth": 8e6},
+}
+
+
+@pytest.mark.parametrize("links", list(LINKS))
+@pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
+@pytest.mark.parametrize("name", SCHEMES)
+def test_bytes_and_server_time(traces, name, recovery, links) -> None:
+    """Every setting equals simulating it alone with the links limited and server time on."""
+    node = scheme_option(name)
+    delay = Trace(str(traces["heavy"]), slope=3.0)
+    network = NetworkConfig(mu=0.5, rto=0.7, recovery=recovery, **LINKS[links])
+    settings = grid(node, N, recovery)
+    fast = fast_results(name, node, N, settings, delay, network, JOBS, 1, 0.5, PAYLOAD)
+    assert fast is not None and len(fast) == len(settings)
+    for params, result in zip(settings, fast):
+        assert_same(
+            result, alone(node, params, delay, network, unit_time=0.5, payload_bytes=PAYLOAD)
+        )
+    assert all(r.bytes.sum() > 0 for r in fast)

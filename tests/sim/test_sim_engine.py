@@ -19,7 +19,7 @@ from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
-from gclab.sim.engine import simulate
+from gclab.sim.engine import PAYLOAD_BYTES, simulate
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
@@ -104,9 +104,13 @@ def test_summary_and_rounds_file(tmp_path: Path) -> None:
     assert summary["retransmissions"] >= summary["lost"] > 0 and summary["erasures"] == 0
     result.write_rounds(tmp_path / "rounds.csv")
     lines = (tmp_path / "rounds.csv").read_text().splitlines()
-    assert lines[0] == "round,duration,erasures,lost,late,retransmissions,waited"
+    assert lines[0] == "round,duration,erasures,lost,late,retransmissions,waited,server_time,bytes"
     assert len(lines) == 31
     assert float(lines[1].split(",")[1]) == result.durations[0]
+    # every packet and every retransmission carries the small CNN's gradient
+    assert summary["bytes_sent"] == (30 * 8 + summary["retransmissions"]) * PAYLOAD_BYTES
+    assert sum(float(line.split(",")[-1]) for line in lines[1:]) == summary["bytes_sent"]
+    assert summary["server_time_total"] == 0
 
 
 @pytest.mark.parametrize(

@@ -168,13 +168,14 @@ def test_a_source_that_stopped_early_is_extended_until_its_last_evaluated_job_ap
     overrides = [*BASE, *INTERLEAVED, "delay=bernoulli", "delay.p=0.6"]
     cfg = compose_config(overrides)
     compute = np.ones((6, 4))
-    replay = replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=5)
+    server = np.zeros(6)  # measured seconds of server work per round
+    replay = replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=5, server=server)
     assert 5 in replay.applied_at and replay.applied_at[5] <= 5 + 2
     assert len(replay.rounds) == max(6, replay.applied_at[5] + 1)
     assert replay.extended == len(replay.rounds) - 6
     assert all(step.decoded == [j for j in step.decoded if j < 10] for step in replay.rounds)
     with pytest.raises(ValueError, match="job 10 never runs"):
-        replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=10)
+        replay_rounds(*build_protocol(cfg), compute, num_jobs=10, until=10, server=server)
 
 
 def test_replays_that_would_be_wrong_are_refused(tmp_path):

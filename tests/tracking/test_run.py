@@ -36,7 +36,7 @@ class Server:
 
 
 class Outcome:
-    duration, waited, retransmissions = 1.0, False, 0
+    duration, waited, retransmissions, bytes, server_time = 1.0, False, 0, 8.0, 0.25
     erased = lost = late = np.zeros(2, dtype=bool)
 
 
