@@ -13,7 +13,9 @@ never needs them, so "build" is only the constructor).
 The search is the one command ``python -m gclab.sim sim.search=true
 sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc] ...`` on the shared Sydney load-0 Lambda
 trace with the public simulator's settings (256 workers, 16 jobs, slope 2.2 s per unit
-load, base load 0, μ = 1), in both recovery modes, run as a user runs it (a fresh
+load, base load 0, μ = 1), in both recovery modes, with the clock of bytes and server
+time off and on (``BYTES``: 50 MB/s uplinks, a 10 Gb/s server link both ways, 5 ms of
+server work per round, the small CNN's gradient), run as a user runs it (a fresh
 interpreter). It reports ``search_seconds`` (the search alone, from summary.json),
 settings per second, the whole command's wall time, and both against the public
 simulator's full search of the same trace (3329 settings, its time read from
@@ -50,6 +52,13 @@ from gclab.sim.search import grid, scheme_option, search
 #: The probe trace of the search benchmark and the schemes whose grids it searches.
 SEARCH_TRACE = CONF_DIR.parents[2] / "shared/traces/lambda-sydney-cnn-w256-r20-load000.npz"
 SEARCH_SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
+#: The search's links and server time when bytes are on.
+BYTES = [
+    "network.bandwidth=5e7",
+    "network.server_bandwidth=1.25e9",
+    "network.broadcast_bandwidth=1.25e9",
+    "network.server_time=0.005",
+]
 
 #: Parameters that make each scheme meaningful at n=256 (s=15 as the SGC paper's GC).
 PARAMS = {
@@ -124,36 +133,38 @@ def papers_search(repeats: int, cold: bool) -> None:
     start = min(timed([sys.executable, "-c", "import numpy"])[0] for _ in range(repeats))
     print(f"\nthe papers' four schemes, {SEARCH_TRACE.name}, 16 jobs, slope 2.2, mu=1 "
           f"(load average {os.getloadavg()[0]:.1f})\n")  # fmt: skip
-    print("| recovery | settings | search_seconds | settings/s | ratio to theirs "
+    print("| recovery | bytes | settings | search_seconds | settings/s | ratio to theirs "
           "| whole command (s) | theirs + interpreter (s) | engine settings/s |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
-    for recovery in ("wait_all", "decodable"):
-        runs = [search_command(recovery) for _ in range(repeats)]
+    print("|---|---|---|---|---|---|---|---|---|")
+    for recovery, extra in [(r, b) for r in ("wait_all", "decodable") for b in ([], BYTES)]:
+        runs = [search_command(recovery, extra) for _ in range(repeats)]
         wall, summary = min(runs, key=lambda run: run[1]["search_seconds"])
         seconds, settings = summary["search_seconds"], summary["settings"]
         whole = min(w for w, _ in runs)
         ratio = f"{theirs / seconds:.0f}× faster" if theirs else "–"
         budget = f"{theirs + start:.2f}" if theirs else "–"
         print(
-            f"| {recovery} | {settings} | {seconds:.3f} | {settings / seconds:,.0f} | {ratio} | "
-            f"{whole:.2f} | {budget} | {engine_rate(recovery):,.0f} |"
+            f"| {recovery} | {'on' if extra else 'off'} | {settings} | {seconds:.3f} | "
+            f"{settings / seconds:,.0f} | {ratio} | {whole:.2f} | {budget} | "
+            f"{engine_rate(recovery, extra):,.0f} |"
         )
     print(f"\ntheir full search: {theirs} s; interpreter start with numpy: {start:.2f} s")
     if cold:
         with tempfile.TemporaryDirectory() as cache:
-            wall, summary = search_command("wait_all", NUMBA_CACHE_DIR=cache)
+            wall, summary = search_command("wait_all", [], NUMBA_CACHE_DIR=cache)
         print(f"cold start (empty numba cache, the kernels compile): whole command {wall:.1f} s")
 
 
-def search_command(recovery: str, **env: str) -> tuple[float, dict]:
-    """Run the search command in a fresh interpreter: ``(wall seconds, summary.json)``."""
+def search_command(recovery: str, extra: list[str], **env: str) -> tuple[float, dict]:
+    """Run the search command (plus ``extra`` overrides) in a fresh interpreter:
+    ``(wall seconds, summary.json)``."""
     with tempfile.TemporaryDirectory() as out:
         command = [
             sys.executable, "-m", "gclab.sim", "sim.search=true",
             "sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc]", "cluster.workers=256",
             "sim.jobs=16", "delay=trace", f"delay.path={SEARCH_TRACE}", "delay.slope=2.2",
             "delay.base_load=0", "network.mu=1", f"network.recovery={recovery}",
-            f"hydra.run.dir={out}",
+            f"hydra.run.dir={out}", *extra,
         ]  # fmt: skip
         wall, _ = timed(command, **env)
         return wall, json.loads((Path(out) / "summary.json").read_text())
@@ -167,10 +178,11 @@ def timed(command: list[str], **env: str) -> tuple[float, str]:
     return time.perf_counter() - start, done.stdout
 
 
-def engine_rate(recovery: str, sample: int = 8) -> float:
+def engine_rate(recovery: str, extra: list[str], sample: int = 8) -> float:
     """Settings per second through the general engine, on ``sample`` settings per scheme."""
     delay = Trace(str(SEARCH_TRACE), slope=2.2, base_load=0.0)
-    network = NetworkConfig(mu=1.0, recovery=recovery)
+    keys = {o.split("=")[0].removeprefix("network."): float(o.split("=")[1]) for o in extra}
+    network = NetworkConfig(mu=1.0, recovery=recovery, **keys)
     count, start = 0, time.perf_counter()
     for name in SEARCH_SCHEMES:
         node = scheme_option(name)

@@ -67,12 +67,19 @@ class Links:
         if math.isinf(self.server):
             return sent + size / self.uplink
         out = np.empty_like(sent)
-        fair_share(sent, size, self.uplink, self.server, np.argsort(sent, kind="stable"), out)
+        order = np.argsort(sent, kind="stable")
+        fair_share(sent, size, self.uplink, self.server, order, out, np.empty_like(sent))
         return out
 
 
 def fair_share(
-    sent: np.ndarray, size: float, uplink: float, server: float, order: np.ndarray, out: np.ndarray
+    sent: np.ndarray,
+    size: float,
+    uplink: float,
+    server: float,
+    order: np.ndarray,
+    out: np.ndarray,
+    at_start: np.ndarray,
 ) -> None:
     """Finish times of equal flows through a fairly shared link: processor sharing.
 
@@ -81,11 +88,11 @@ def fair_share(
     at one rate and have equal sizes, so they finish in the order they started: the
     loop tracks ``served``, the bytes every active flow has received since time 0, and
     the oldest active flow finishes once ``served`` reaches its start's value plus
-    ``size``. Plain loops over arrays, so that :mod:`gclab.sim.kernels` compiles this
-    same function for the fast search.
+    ``size`` (``at_start``, scratch of ``sent``'s size, keeps each flow's start value).
+    Plain loops over arrays, so that :mod:`gclab.sim.kernels` compiles this same function
+    for the fast search.
     """
     count = sent.size
-    at_start = np.empty(count)  # served when each flow (in start order) began
     now = 0.0
     served = 0.0
     head = 0  # oldest active flow, in start order

@@ -134,11 +134,27 @@ def round_stats(arrivals, policy_all, mu, close, top, late_bits, late_count):  #
 @njit(cache=True)
 def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
     """:func:`gclab.network.links.fair_share` (compiled) of every profile and round:
-    ``sent[p, r]`` are the sending times, ``sizes[p]`` the packet bytes."""
-    for p in range(sent.shape[0]):
-        for r in range(sent.shape[1]):
-            order = np.argsort(sent[p, r], kind="mergesort")
-            _fair_share(sent[p, r], sizes[p], uplink, server, order, out[p, r])
+    ``sent[p, r]`` are the sending times, ``sizes[p]`` the packet bytes. Profiles of one
+    round mostly order their workers alike (a load shifts every delay), so an order is
+    sorted anew only when it no longer sorts the times."""
+    n = sent.shape[2]
+    order = np.arange(n)
+    scratch = np.empty(n)
+    for r in range(sent.shape[1]):
+        for p in range(sent.shape[0]):
+            if not _sorts(sent[p, r], order):
+                order = np.argsort(sent[p, r], kind="mergesort")
+            _fair_share(sent[p, r], sizes[p], uplink, server, order, out[p, r], scratch)
+
+
+@njit(cache=True)
+def _sorts(values, order) -> bool:
+    """Whether ``order`` is the stable sort of ``values`` (ties by index)."""
+    for i in range(order.size - 1):
+        a, b = values[order[i]], values[order[i + 1]]
+        if a > b or (a == b and order[i] > order[i + 1]):
+            return False
+    return True
 
 
 @njit(cache=True)
