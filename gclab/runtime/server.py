@@ -263,15 +263,17 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
         applied = [a for job, g in zip(decoded, gradients) for a in server.submit(job, g)]
         # the server's work on the clock (network.server_time): decode and optimizer steps
-        outcome = plan.protocol.charge(outcome, time.perf_counter() - decode_start)
+        server_seconds = time.perf_counter() - decode_start
+        outcome = plan.protocol.charge(outcome, server_seconds)
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
         wall = time.perf_counter() - wall_start
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
         record = recorder.round(
-            r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults
-        )
+            r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults,
+            1e3 * server_seconds,
+        )  # fmt: skip
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         finished = not done and server.next_job >= plan.num_jobs  # the last job is applied
         done = done or finished

@@ -38,6 +38,7 @@ from gclab.app import config_text
 from gclab.coding.base import Scheme
 from gclab.config import Pipeline
 from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.network.protocol import MEASURED
 from gclab.schemas import instantiate_checked
 from gclab.tracking.artifacts import read_metrics
 from gclab.tracking.loggers import Logger
@@ -55,6 +56,8 @@ class ReplayedRound:
     outcome: RoundOutcome
     decoded: list[int]
     applied: list[int]
+    #: The server's measured seconds of the source round it stands for (charged or not).
+    server: float = 0.0
 
 
 @dataclass
@@ -92,8 +95,10 @@ def replay_rounds(
     r = 0
     while r < len(compute) or next_job <= until:
         row = min(r, len(compute) - 1)
-        outcome = protocol.run_round(r, Finished(compute[row]), decoder, _symbolic)
-        outcome = protocol.charge(outcome, None if server is None else float(server[row]))
+        measured = None if server is None else float(server[row])
+        outcome = protocol.charge(
+            protocol.run_round(r, Finished(compute[row]), decoder, _symbolic), measured
+        )
         decoded = [j for j in outcome.decodable if j < num_jobs]
         for job in decoded:
             decoder.decode(job)
@@ -104,7 +109,7 @@ def replay_rounds(
             applied.append(next_job)
             replay.applied_at[next_job] = r
             next_job += 1
-        replay.rounds.append(ReplayedRound(outcome, decoded, applied))
+        replay.rounds.append(ReplayedRound(outcome, decoded, applied, measured or 0.0))
         replay.extended += r >= len(compute)
         r += 1
     return replay
@@ -116,11 +121,11 @@ def _symbolic(round: int, worker: int) -> None:
 
 
 def recorded_server_time(rounds: list[dict[str, Any]]) -> np.ndarray:
-    """Each round record's measured server seconds: ``server_time``, or for a run recorded
-    before the clock charged it, the decode alone (``decode_ms``; 0 where nothing decoded)."""
-    if all("server_time" in rec for rec in rounds):
-        return np.array([rec["server_time"] for rec in rounds], dtype=np.float64)
-    return np.array([(rec.get("decode_ms") or 0.0) / 1e3 for rec in rounds], dtype=np.float64)
+    """Each round record's measured server seconds (``server_ms``, charged or not), or for
+    a run recorded before the clock charged it, the decode alone (``decode_ms``; 0 where
+    nothing decoded)."""
+    key = "server_ms" if all("server_ms" in rec for rec in rounds) else "decode_ms"
+    return np.array([(rec.get(key) or 0.0) / 1e3 for rec in rounds], dtype=np.float64)
 
 
 def evaluated_jobs(records: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
@@ -164,6 +169,15 @@ def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
 IGNORED = ("hydra", "delay", "resume", "logger")
 
 
+def source_config(source: Path) -> DictConfig:
+    """A finished run's config, with what a run recorded before the clock charged server
+    time ran under spelt out (``network.server_time=0``)."""
+    cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
+    if "server_time" not in cfg.network:
+        cfg.network.server_time = 0.0
+    return cfg
+
+
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
     """Dotted keys whose values differ between two plain configs."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -184,7 +198,7 @@ def _source_records(source: Path, cfg: DictConfig) -> tuple[dict[str, Any], list
     summary_path = source / "summary.json"
     if not summary_path.is_file():
         raise ReplayError(f"{source} has no summary.json: the source run has not finished.")
-    differ = _differences(_plain(OmegaConf.load(source / ".hydra" / "config.yaml")), _plain(cfg))
+    differ = _differences(_plain(source_config(source)), _plain(cfg))
     if differ:
         raise ReplayError(
             f"{source} differs from the replayed config in {', '.join(differ)}, not only in "
@@ -230,10 +244,17 @@ def replay_run(
     )
 
 
-def retime_run(source: Path, dest: Path, median_compute: float) -> dict[str, Any]:
+def retime_run(
+    source: Path, dest: Path, median_compute: float, charge_server: bool = False
+) -> dict[str, Any]:
     """Write into ``dest`` the finished run ``source`` on a normalised clock: every
     recorded compute time multiplied by one factor, so that their median becomes
     ``median_compute`` seconds; returns its summary.
+
+    The recorded server time is scaled by the same factor (the same machine did both)
+    and charged where the run's config says ``network.server_time=measured``, or
+    everywhere with ``charge_server`` (for runs recorded before the clock charged it:
+    their decode time alone).
 
     Same config and losses, so the same jobs decode in the same rounds, unless the new
     times reorder deliveries in some recovery: that is checked round by round against
@@ -241,15 +262,18 @@ def retime_run(source: Path, dest: Path, median_compute: float) -> dict[str, Any
     and so every evaluation, those of ``source``. Any scheme and pipeline can be
     re-timed; a run with injected faults cannot (a replay does not model them).
     """
-    cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
-    scheme, protocol = build_protocol(cfg)
+    cfg = source_config(source)
+    clocked = copy.deepcopy(cfg)
+    if charge_server:
+        clocked.network.server_time = MEASURED
+    scheme, protocol = build_protocol(clocked)
     if any(cfg.faults[kind] for kind in cfg.faults):
         raise ReplayError(f"{source} has injected faults (faults.*): a replay does not model them.")
     summary, records = _source_records(source, cfg)
     rounds = [rec for rec in records if rec["kind"] == "round"]
     measured = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     scale = median_compute / float(np.median(measured))
-    server = recorded_server_time(rounds)
+    server = recorded_server_time(rounds) * scale
     replay = replay_rounds(scheme, protocol, measured * scale, summary["num_jobs"], -1, server)
     recorded = [rec.get("jobs_applied", 0) for rec in rounds]
     timed = [len(step.applied) for step in replay.rounds]
@@ -264,7 +288,7 @@ def retime_run(source: Path, dest: Path, median_compute: float) -> dict[str, Any
     extra = {"retimed_from": str(source), "compute_scale": scale}
     placed = [(rec["round"], rec) for rec in records if rec["kind"] == "eval"]  # where they were
     return _write_run(
-        dest, cfg, overrides, choices, scheme, summary, extra, replay, records, placed
+        dest, clocked, overrides, choices, scheme, summary, extra, replay, records, placed
     )
 
 
@@ -316,7 +340,7 @@ def _write_run(
             loss = rounds[r]["train_loss"] if r < len(rounds) else nan
             recorder.round(
                 r, step.outcome, step.decoded, step.applied, nan, loss, nan,
-                step.outcome.compute.tolist(), faults,
+                step.outcome.compute.tolist(), faults, 1e3 * step.server,
             )  # fmt: skip
             for rec in by_round.get(r, []):
                 recorder.evaluation(r, rec["test_accuracy"], rec["test_loss"])

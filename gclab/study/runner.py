@@ -248,7 +248,10 @@ class StudyRunner:
         summary = json.loads((source / "summary.json").read_text(encoding="utf-8"))
         start = time.monotonic()
         try:
-            retime_run(source, dest, compute * summary["load"] * summary["n"])
+            retime_run(
+                source, dest, compute * summary["load"] * summary["n"],
+                self.spec.report.charge_server_time,
+            )  # fmt: skip
         except ReplayError as exc:
             self.record(Outcome(unit, kind, "failed", time.monotonic() - start, str(exc)))
 

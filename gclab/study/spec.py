@@ -48,6 +48,10 @@ class ReportOptions:
     band: str = "ci"
     #: Seconds per partition gradient of the normalised clock (``normalised/``), or None.
     partition_compute: float | None = None
+    #: Whether the normalised clock charges every run's recorded server time (scaled like
+    #: its compute), also for runs whose config did not (``network.server_time=0``, or runs
+    #: recorded before the clock charged it: their decode time alone).
+    charge_server_time: bool = False
 
 
 @dataclass

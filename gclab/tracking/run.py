@@ -12,6 +12,7 @@ metrics.jsonl only, until the resumed run logs them again.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -91,11 +92,14 @@ class RunRecorder:
         wall_seconds: float,
         compute: list[float],
         faults: dict[str, int],
+        server_ms: float = math.nan,
     ) -> dict[str, Any]:
         """Record round ``r``: the protocol's outcome, jobs decoded and applied (in order).
 
         ``compute`` (each worker's measured compute seconds) goes to metrics.jsonl only:
-        with it the simulator can replay the round exactly.
+        with it the simulator can replay the round exactly. ``server_ms`` is the measured
+        decode and optimizer steps, whether or not the clock charged them (``server_time``
+        is what it charged), so a replay can charge them later.
         """
         self.virtual_time += outcome.duration
         self.wall_time += wall_seconds
@@ -125,6 +129,7 @@ class RunRecorder:
                 "retransmissions": int(outcome.retransmissions),
                 "waited": bool(outcome.waited),
                 "decode_ms": decode_ms,
+                "server_ms": server_ms,
                 "train_loss": train_loss,
                 **faults,
                 "compute_s": compute,

@@ -235,6 +235,24 @@ def test_retiming_scales_every_compute_time_and_keeps_each_jobs_round(tmp_path):
         for p in (tmp_path / "real", tmp_path / "double")
     ]
     assert configs[0] == configs[1]  # the same run, on another clock
+    # the server's measured work is scaled like the compute and charged, as the run did
+    server = [r["server_ms"] for r in real]
+    assert all(t > 0 for t in server)
+    np.testing.assert_allclose([r["server_ms"] for r in slow], 2 * np.array(server))
+    np.testing.assert_allclose([r["server_time"] for r in slow], 2e-3 * np.array(server))
+
+
+def test_retiming_can_charge_the_server_time_a_run_measured_but_did_not_charge(tmp_path):
+    train([*BASE, *CLASSIC, "network.server_time=0"], tmp_path / "real")
+    real = records(tmp_path / "real", "round")
+    assert all(r["server_time"] == 0 and r["server_ms"] > 0 for r in real)
+    median = float(np.median(compute_times(tmp_path / "real")))
+    plain = retime_run(tmp_path / "real", tmp_path / "plain", median)
+    charged = retime_run(tmp_path / "real", tmp_path / "charged", median, charge_server=True)
+    extra = sum(r["server_ms"] for r in real) / 1e3
+    assert charged["server_time_total"] == pytest.approx(extra)
+    assert charged["total_virtual_time"] == pytest.approx(plain["total_virtual_time"] + extra)
+    assert plain["server_time_total"] == 0
 
 
 def test_a_retiming_that_would_move_jobs_between_rounds_is_refused(tmp_path):
