@@ -8,11 +8,11 @@ to send m-fold smaller packets. On the clock without bytes that can only lose; w
 bytes on, it wins once the wire costs more than the extra compute. Both schemes run at
 n = 256, s = 15 (the SGC papers' GC), on the shared Lambda traces (the stragglers; compute
 scales with load at the papers' 2.2 s per unit load), with the small CNN's and
-ResNet-18's gradients (CIFAR variant, 11.17 M floats) as payload, each worker's uplink from 1 MB/s to unlimited, the
-server's ingress unlimited or a 10 Gb/s link shared by the packets in flight
-(``network.server_bandwidth=1.25e9``), ``network.recovery=decodable``, μ = 1. The ratio
-is cce_cr's total time over classic_cr's: below 1, CCE is faster. Skipped when
-``../shared/traces`` is absent.
+ResNet-18's gradients (CIFAR variant, 11.17 M floats) as payload, each worker's uplink
+from 1 MB/s to unlimited, the server's ingress unlimited or a 10 Gb/s link shared by the
+packets in flight (``network.server_bandwidth=1.25e9``), ``network.recovery=decodable``,
+μ = 1. The ratio is cce_cr's total time over classic_cr's: below 1, CCE is faster.
+Skipped when ``../shared/traces`` is absent.
 """
 
 from __future__ import annotations
