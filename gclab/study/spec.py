@@ -26,7 +26,7 @@ from gclab import CONF_DIR
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import StaleLR
-from gclab.report.groups import BANDS
+from gclab.report.intervals import BANDS
 from gclab.schemas import instantiate_checked
 from gclab.study.replay import not_replayable
 
