@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from gclab.report import BANDS, AAPair, SweepError, load_sweep, write_report
-from gclab.report.groups import check_aa, groups
+from gclab.report.groups import check_aa, groups, parse_setting
 
 
 def _accuracy(text: str) -> float:
@@ -32,10 +32,8 @@ def _seconds(text: str) -> float:
 
 
 def _setting(text: str) -> str:
-    _, colon, rate = text.partition(":")
     try:
-        if colon:
-            float(rate)
+        parse_setting(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a loss setting: DELAY or DELAY:RATE, e.g. none or bernoulli:0.1"

@@ -181,6 +181,15 @@ def _set_contexts(same: list[Group], keys: list[str]) -> None:
             group.context = f"{group.context}, #{i}" if group.context else f"#{i}"
 
 
+def parse_setting(text: str) -> tuple[str, float | None]:
+    """A loss setting as ``DELAY`` or ``DELAY:RATE`` (``none``, ``bernoulli:0.1``): the delay
+    option and the loss rate (None: any); ValueError if it is neither."""
+    delay, colon, rate = text.partition(":")
+    if not delay:
+        raise ValueError(text)
+    return delay, float(rate) if colon else None
+
+
 @dataclass(frozen=True)
 class AAPair:
     """Two groups (by name) that run the same algorithm as separate arms, compared at the
@@ -193,9 +202,9 @@ class AAPair:
     def matches(self, group: Group) -> bool:
         if self.at is None:
             return True
-        delay, _, rate = self.at.partition(":")
+        delay, rate = parse_setting(self.at)
         return group.delay == delay and (
-            not rate or (group.loss_rate is not None and math.isclose(group.loss_rate, float(rate)))
+            rate is None or (group.loss_rate is not None and math.isclose(group.loss_rate, rate))
         )
 
 
