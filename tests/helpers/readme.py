@@ -25,7 +25,8 @@ def report_blocks(text: str) -> dict[str, str]:
     """The document's blocks: the report file each names, and the text between its markers.
     An opening marker without its closing one is an AssertionError."""
     blocks = {match["name"]: match["body"] for match in BLOCK.finditer(text)}
-    assert len(OPEN.findall(text)) == len(blocks), "a report block is not closed by <!-- /report -->"
+    unclosed = len(OPEN.findall(text)) - len(blocks)
+    assert not unclosed, "a report block is not closed by <!-- /report -->"
     return blocks
 
 
