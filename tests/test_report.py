@@ -189,6 +189,8 @@ def test_report_refuses_what_holds_no_run(tmp_path: Path) -> None:
         ([str(tmp_path / "a"), "--aa", "x", "y"], "--aa concerns times to target"),
         ([str(tmp_path / "a"), "--target", "0.6", "--horizon", "0"], "'0' is not a number of"),
         ([str(tmp_path / "a"), "--target", "0.6", "--aa-at", "none"], "--aa-at places an A/A"),
+        ([str(tmp_path / "a"), "--smooth", "3"], "--smooth concerns times to target"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--smooth", "0"], "'0' is not a number of"),
         ([str(tmp_path / "a"), "--target", "0.6", "--aa", "x", "y", "--aa-at", "b:x"],
          "'b:x' is not a loss setting"),
         ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "uncoded"],
@@ -205,7 +207,8 @@ def test_help_names_every_option_and_the_bands(capsys) -> None:
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
     for option in ("--out", "--target ACC", "--band {ci,range}", "--baseline SERIES",
-                   "--horizon S", "--aa GROUP_A GROUP_B", "--aa-at SETTING"):  # fmt: skip
+                   "--horizon S", "--smooth K", "--aa GROUP_A GROUP_B",
+                   "--aa-at SETTING"):  # fmt: skip
         assert option in text, option
     assert "ci = 95 % t-interval of the mean over seeds, range = min–max over seeds" in text
 
@@ -578,6 +581,17 @@ def test_an_a_a_pair_sets_the_floor_every_comparison_is_judged_against(tmp_path:
                    "--target", "0.5", "--aa", *aa)  # fmt: skip
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+
+
+def test_a_smoothed_crossing_moves_the_time_to_target(tmp_path: Path) -> None:
+    """uncoded without loss reads 0.3, 0.50–0.52, 0.7: the mean of the last two evaluations
+    first reaches 0.5 at the third, so each seed's time is its third evaluation's."""
+    make_study(tmp_path / "study")
+    write_report(load_sweep(tmp_path / "study"), tmp_path / "out", target=0.5, smooth=2)
+    rows = {(r["series"], r["delay"], r["loss_rate"]): r
+            for r in read_csv(tmp_path / "out" / "time_to_target.csv")}  # fmt: skip
+    assert json.loads(rows["uncoded", "bernoulli", "0.0"]["times"]) == [30.0, 31.0, 32.0]
+    assert "mean of its last 2 evaluations" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_range_band_and_a_study_without_target(tmp_path: Path) -> None:

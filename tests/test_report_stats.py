@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gclab.report.compare import FASTER, SLOWER, UNCLEAR, label, noise_floor, paired_ratio
+from gclab.report.groups import crossing, first_reach
 from gclab.report.intervals import Spread
 from gclab.report.survival import Outcome, default_horizon, km_median, restricted_mean
 
@@ -89,3 +90,14 @@ def test_the_floor_is_the_widest_a_a_interval_and_unmeasured_without_two_pairs()
     assert noise_floor([Spread(1.1, 1.1, 1.1, 1)]) == math.inf
     assert noise_floor([None]) == noise_floor([]) == math.inf
     assert label(Spread(9.0, 8.0, 10.0, 5), math.inf) == UNCLEAR
+
+
+def test_a_smoothed_crossing_needs_the_mean_of_the_last_evaluations():
+    """One lucky evaluation at 0.61 between 0.55s crosses 0.6 by default, not smoothed."""
+    accuracy = np.array([0.3, 0.55, 0.61, 0.55, 0.6, 0.62, 0.64])
+    times = np.arange(7.0) * 10
+    assert crossing(accuracy, 0.6) == 2 and first_reach(times, accuracy, 0.6) == 20.0
+    assert crossing(accuracy, 0.6, smooth=3) == 6  # mean(0.6, 0.62, 0.64) = 0.62
+    assert first_reach(times, accuracy, 0.6, smooth=3) == 60.0
+    assert crossing(np.array([0.7, 0.1]), 0.6, smooth=3) == 0  # fewer at the start
+    assert crossing(accuracy, 0.7, smooth=2) is None

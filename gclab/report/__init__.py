@@ -39,6 +39,7 @@ def write_report(
     baseline: str | None = None,
     horizon: float | None = None,
     aa: AAPair | None = None,
+    smooth: int = 1,
 ) -> list[Path]:
     """Write the tables and every plot the sweep has data for; returns the files written.
 
@@ -47,12 +48,14 @@ def write_report(
     ``horizon`` or each loss setting's own; paired ratios against the series labelled
     ``baseline``, judged against the noise floor of the ``aa`` pair) and the same times as a
     loss setting × series table (``time_to_target_by_loss.md``). The ``.md`` files hold the
-    tables alone, to be pasted unchanged into documents.
+    tables alone, to be pasted unchanged into documents. A run crosses the target at its
+    first evaluation at or above it, or with ``smooth`` > 1 where the mean of its last
+    ``smooth`` evaluations first is.
     Training runs with evaluations also get ``curves.csv``, the mean curves of
     ``accuracy_vs_time.png`` (``band``: a key of :data:`BANDS`).
     """
     out.mkdir(parents=True, exist_ok=True)
-    all_groups = groups(sweep)
+    all_groups = groups(sweep, smooth)
     text = markdown(sweep)
     written = [out / "summary.csv", out / "summary.md"]
     write_csv(sweep, written[0])

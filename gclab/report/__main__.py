@@ -1,5 +1,6 @@
 """``python -m gclab.report DIR [DIR ...] [--out DIR] [--target ACC [--horizon S]
-[--baseline SERIES] [--aa GROUP_A GROUP_B [--aa-at SETTING]]]``: tables and plots."""
+[--smooth K] [--baseline SERIES] [--aa GROUP_A GROUP_B [--aa-at SETTING]]]``: tables and
+plots."""
 
 from __future__ import annotations
 
@@ -28,6 +29,16 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not 0 < value < math.inf:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of evaluations >= 1")
     return value
 
 
@@ -78,6 +89,11 @@ def main(argv: list[str] | None = None) -> None:
         "loss setting, the shortest budget, or end of a run that missed the target)",
     )  # fmt: skip
     parser.add_argument(
+        "--smooth", type=_count, default=1, metavar="K",
+        help="a run crosses the target where the mean of its last K evaluations first "
+        "reaches it (default 1: its first evaluation at or above the target)",
+    )  # fmt: skip
+    parser.add_argument(
         "--aa", nargs=2, metavar=("GROUP_A", "GROUP_B"),
         help="an A/A pair: two groups that run the same algorithm as separate arms; their "
         "paired ratio sets the noise floor every comparison is judged against",
@@ -96,6 +112,8 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, option) is not None and args.target is None:
             parser.exit(2, f"gclab.report: error: --{option} concerns times to target; give "
                         "--target\n")  # fmt: skip
+    if args.smooth != 1 and args.target is None:
+        parser.exit(2, "gclab.report: error: --smooth concerns times to target; give --target\n")
     if args.aa_at is not None and args.aa is None:
         parser.exit(2, "gclab.report: error: --aa-at places an A/A pair; give --aa\n")
     try:
@@ -112,11 +130,13 @@ def main(argv: list[str] | None = None) -> None:
     aa = AAPair(*args.aa, args.aa_at) if args.aa else None
     if aa is not None:
         try:
-            check_aa(groups(sweep), aa)
+            check_aa(groups(sweep, args.smooth), aa)
         except SweepError as exc:
             parser.exit(2, f"gclab.report: error: {exc}\n")
     out = args.out or args.dirs[0]
-    written = write_report(sweep, out, args.target, args.band, args.baseline, args.horizon, aa)
+    written = write_report(
+        sweep, out, args.target, args.band, args.baseline, args.horizon, aa, args.smooth
+    )
     failed = sum(run.failed for run in sweep.runs)
     print((out / "summary.md").read_text(encoding="utf-8"))
     runs = f"{len(sweep.runs)} run" + ("s" if len(sweep.runs) != 1 else "")

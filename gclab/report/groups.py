@@ -34,10 +34,20 @@ from gclab.report.survival import Outcome, default_horizon, km_median, restricte
 NOT_CONFIG = ("seed", "logger", "resume")
 
 
-def first_reach(times: np.ndarray, accuracy: np.ndarray, target: float) -> float | None:
-    """Virtual time of the first evaluation at or above ``target``, if any."""
-    hits = np.flatnonzero(accuracy >= target)
-    return float(times[hits[0]]) if hits.size else None
+def crossing(accuracy: np.ndarray, target: float, smooth: int = 1) -> int | None:
+    """Index of the first evaluation at which the mean of the last ``smooth`` evaluations
+    (fewer at the start; 1: the evaluation itself) is at or above ``target``, if any."""
+    means = [float(np.mean(accuracy[max(0, i + 1 - smooth) : i + 1])) for i in range(len(accuracy))]
+    hits = np.flatnonzero(np.asarray(means) >= target)
+    return int(hits[0]) if hits.size else None
+
+
+def first_reach(
+    times: np.ndarray, accuracy: np.ndarray, target: float, smooth: int = 1
+) -> float | None:
+    """Virtual time of the :func:`crossing` of ``target``, if any."""
+    i = crossing(accuracy, target, smooth)
+    return None if i is None else float(times[i])
 
 
 @dataclass
@@ -49,6 +59,7 @@ class Group:
     loss_rate: float | None
     runs: list[Run]
     context: str = ""  # what tells it from other groups of its label at its loss setting
+    smooth: int = 1  # evaluations averaged for the crossing of a target (:func:`crossing`)
 
     @property
     def name(self) -> str:
@@ -80,13 +91,15 @@ class Group:
 
     def times_to_target(self, target: float) -> list[float | None]:
         """Each finished seed's time to target (None: not reached)."""
-        return [first_reach(t, a, target) for t, a in map(Run.evaluations, self.finished)]
+        return [
+            first_reach(t, a, target, self.smooth) for t, a in map(Run.evaluations, self.finished)
+        ]
 
     def outcomes(self, target: float) -> list[Outcome]:
         """Each finished seed's time to ``target``, censored at its end where not reached."""
         return [
-            Outcome(first_reach(*run.evaluations(), target), run.total_time or 0.0, _budget(run))
-            for run in self.finished
+            Outcome(time, run.total_time or 0.0, _budget(run))
+            for run, time in zip(self.finished, self.times_to_target(target))
         ]
 
     def job_outcomes(self, target: float) -> list[Outcome]:
@@ -94,9 +107,8 @@ class Group:
         censored at the jobs it applied in all where not reached."""
         out = []
         for run in self.finished:
-            _, accuracy = run.evaluations()
-            hits = np.flatnonzero(accuracy >= target)
-            jobs = float(run.jobs_at_evaluations()[hits[0]]) if hits.size else None
+            i = crossing(run.evaluations()[1], target, self.smooth)
+            jobs = None if i is None else float(run.jobs_at_evaluations()[i])
             out.append(Outcome(jobs, float((run.summary or {}).get("jobs") or 0)))
         return out
 
@@ -136,13 +148,14 @@ def _key(run: Run) -> str:
     return json.dumps(config, sort_keys=True, default=str)
 
 
-def groups(sweep: Sweep) -> list[Group]:
+def groups(sweep: Sweep, smooth: int = 1) -> list[Group]:
     """The training and simulator runs of ``sweep`` grouped by configuration, ordered by
     loss rate, then delay model, then name (in the order the runs first show it).
 
     Groups that share a series label and a loss setting (a sweep without a loss axis over
     more than the scheme, or one whose label leaves out a key that only some runs set)
-    get the overrides that differ between them as their context."""
+    get the overrides that differ between them as their context. A group crosses a target
+    where the mean of its last ``smooth`` evaluations first reaches it (:func:`crossing`)."""
     found: dict[str, Group] = {}
     for run in sweep.runs:
         if run.kind not in (TRAIN, SIM):
@@ -150,7 +163,7 @@ def groups(sweep: Sweep) -> list[Group]:
         key = _key(run)
         if key not in found:
             delay = run.choices.get("delay", "?")
-            found[key] = Group(sweep.series(run), delay, run.loss_rate, [])
+            found[key] = Group(sweep.series(run), delay, run.loss_rate, [], smooth=smooth)
         found[key].runs.append(run)
     peers: dict[tuple[str, str, float | None], list[Group]] = defaultdict(list)
     for group in found.values():

@@ -327,6 +327,12 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
         "the 95 % t-interval's half-width). Stale updates: the share of each seed's updates "
         "whose gradient missed earlier updates, in %."
     )
+    smooth = max((row.group.smooth for row in rows), default=1)
+    if smooth > 1:
+        text += (
+            f" Here a run reaches {target:g} at the first evaluation where the mean of its "
+            f"last {smooth} evaluations is at or above it."
+        )
     if baseline is not None:
         text += (
             f" Ratio: {baseline}'s restricted time over this group's, per seed (paired: same "

@@ -262,12 +262,13 @@ class StudyRunner:
         aa = AAPair(*options.aa, options.aa_at) if options.aa else None
         if aa is not None:
             try:
-                check_aa(groups(sweep), aa)
+                check_aa(groups(sweep, options.smooth), aa)
             except SweepError as exc:
                 self.log(f"report {out}: the A/A floor is unmeasured: {exc}")
         return write_report(
-            sweep, out, options.target, options.band, options.baseline, options.horizon, aa
-        )
+            sweep, out, options.target, options.band, options.baseline, options.horizon, aa,
+            options.smooth,
+        )  # fmt: skip
 
     def write_report(self) -> list[Path]:
         """The report of ``runs/`` in ``report/`` (:meth:`_report`), and the same on the

@@ -56,6 +56,8 @@ class ReportOptions:
     aa: list[str] = field(default_factory=list)
     #: Where the A/A pair is the same algorithm: DELAY or DELAY:RATE; None: wherever both ran.
     aa_at: str | None = None
+    #: Evaluations averaged for the crossing of the target (1: the first at or above it).
+    smooth: int = 1
 
 
 @dataclass
@@ -113,6 +115,11 @@ def _check(spec: StudySpec, path: Path) -> None:
         raise ConfigError(
             f"study spec {path}: report.horizon={options.horizon!r} is invalid: it must be a "
             "positive number of virtual seconds (or null for each loss setting's own)."
+        )
+    if options.smooth < 1:
+        raise ConfigError(
+            f"study spec {path}: report.smooth={options.smooth!r} is invalid: it must be a "
+            "number of evaluations >= 1 (1: the first evaluation at or above the target)."
         )
     if options.aa and (len(options.aa) != 2 or options.target is None):
         raise ConfigError(

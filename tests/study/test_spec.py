@@ -78,6 +78,7 @@ lossless: none
         (["report.horizon=-1"], r"report\.horizon=-1\.0 is invalid: it must be a positive"),
         (["report.aa=[uncoded]", "report.target=0.5"], r"report\.aa=\['uncoded'\] is invalid"),
         (["report.aa=[uncoded,x]"], r"it names two groups \(an A/A pair\) and needs a report"),
+        (["report.smooth=0"], r"report\.smooth=0 is invalid: it must be a number of"),
         (["report.aa_at=:0.1"], r"report\.aa_at=':0\.1' is invalid: it must be a loss setting"),
         (["losses.x=[delay=bernoulli,delay.p=2]"], r"delay\.p=2.* must be a probability"),
         (["losses.x=[delay.pp=2]"], r"does not compose: Could not override 'delay\.pp'"),
