@@ -2,8 +2,11 @@
 
 ``python -m gclab.report DIR [DIR ...]`` reads every run under the folders (a sweep, a
 single run, a study of many sweeps: :mod:`gclab.report.runs`), groups runs that differ
-only by seed (:mod:`gclab.report.groups`), writes the tables (:mod:`gclab.report.tables`)
-and the plots (:mod:`gclab.report.plots`) into the one folder given or ``--out``.
+only by seed (:mod:`gclab.report.groups`), takes times to target as censored
+(:mod:`gclab.report.survival`) and compares groups by paired ratios against an A/A floor
+(:mod:`gclab.report.compare`; intervals: :mod:`gclab.report.intervals`), writes the
+tables (:mod:`gclab.report.tables`) and the plots (:mod:`gclab.report.plots`) into the
+one folder given or ``--out``.
 Failed jobs are listed, never fatal: a long sweep with one bad combination still gets
 its report.
 """

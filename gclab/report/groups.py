@@ -8,7 +8,9 @@ within the span every seed covers (from the latest first evaluation to the earli
 last one), where the mean and the band are taken (:mod:`gclab.report.intervals`).
 
 A run's *time to target* is the virtual time of its first evaluation at or above the
-target; a run that never reaches it is censored at its end (:mod:`gclab.report.survival`).
+target (or, smoothed, the first at which the mean of its last few evaluations is:
+:func:`crossing`); a run that never reaches it is censored at its end
+(:mod:`gclab.report.survival`).
 A group reports how many of its finished seeds reached it, the Kaplan–Meier median and
 the restricted mean up to a horizon shared by every group of its loss setting, and, with
 a baseline, the paired ratio of restricted times and its label
@@ -90,7 +92,7 @@ class Group:
         return grid, [spread(values[:, i], band) for i in range(grid.size)]
 
     def times_to_target(self, target: float) -> list[float | None]:
-        """Each finished seed's time to target (None: not reached)."""
+        """Each finished seed's time to target (None: not reached), by :func:`first_reach`."""
         return [
             first_reach(t, a, target, self.smooth) for t, a in map(Run.evaluations, self.finished)
         ]
@@ -103,7 +105,7 @@ class Group:
         ]
 
     def job_outcomes(self, target: float) -> list[Outcome]:
-        """Each finished seed's jobs applied by its first evaluation at or above ``target``,
+        """Each finished seed's jobs applied by its crossing of ``target`` (:func:`crossing`),
         censored at the jobs it applied in all where not reached."""
         out = []
         for run in self.finished:
