@@ -6,30 +6,30 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 from gclab.report import BANDS, AAPair, SweepError, load_sweep, write_report
 from gclab.report.groups import check_aa, groups, parse_setting
 
 
-def _accuracy(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an accuracy in (0, 1]")
-    return value
+def _number(accept: Callable[[float], bool], what: str) -> Callable[[str], float]:
+    """An argparse type: a float that ``accept`` admits, else one sentence naming ``what``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < math.inf:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds > 0")
-    return value
+_accuracy = _number(lambda value: 0 < value <= 1, "an accuracy in (0, 1]")
+_seconds = _number(lambda value: 0 < value < math.inf, "a number of seconds > 0")
 
 
 def _count(text: str) -> int:
