@@ -23,6 +23,7 @@ from gclab import CONF_DIR
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
+from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
 from gclab.rundir import check_run_dir, config_text
@@ -86,6 +87,16 @@ def validate_train(train: DictConfig) -> None:
         "train.stop_at_target=true needs a train.target_accuracy and train.eval_every > 0 "
         f"(got target_accuracy={train.target_accuracy}, eval_every={train.eval_every}).",
     )
+    _check(
+        train.time_budget is None or 0 < train.time_budget < math.inf,
+        f"train.time_budget={train.time_budget} is invalid: it must be a finite number of "
+        "virtual seconds > 0 (or null for no budget).",
+    )
+    _check(
+        train.eval_subset is None or train.eval_subset >= 1,
+        f"train.eval_subset={train.eval_subset} is invalid: it must be a number of test "
+        "images >= 1 (or null for the whole test set).",
+    )
 
 
 def build(cfg: DictConfig):
@@ -115,6 +126,12 @@ def build(cfg: DictConfig):
         classes is None or classes == data.num_classes,
         f"model.num_classes={classes} does not match the {data.num_classes} classes of the "
         f"training data; leave it unset (null) and the model follows the data.",
+    )
+    subset = cfg.train.eval_subset
+    _check(
+        subset is None or subset <= len(data.test_y),
+        f"train.eval_subset={subset} exceeds the {len(data.test_y)} test images; use at most "
+        f"{len(data.test_y)} (or null for the whole test set).",
     )
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["num_classes"] = data.num_classes
@@ -154,6 +171,8 @@ def build(cfg: DictConfig):
         num_jobs=jobs,
         eval_every=cfg.train.eval_every,
         stop_at_target=cfg.train.stop_at_target,
+        time_budget=cfg.train.time_budget,
+        eval_subset=None if subset is None else subset_indices(len(data.test_y), subset),
         checkpoint_every=cfg.train.checkpoint_every,
         seed=cfg.seed,
         cluster=cluster,
@@ -187,7 +206,8 @@ def run(
     run_dir.mkdir(parents=True, exist_ok=True)
     extra = {
         "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
-        "num_jobs": plan.num_jobs,
+        "num_jobs": plan.num_jobs, "time_budget": plan.time_budget,
+        "eval_subset": cfg.train.eval_subset,
     }  # fmt: skip
     recorder = RunRecorder(
         run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),

@@ -46,6 +46,8 @@ class TrainConfig:
     eval_every: int = 50  # rounds between test-set evaluations; 0 = never
     target_accuracy: float | None = None
     stop_at_target: bool = False  # end the run at the first evaluation >= target_accuracy
+    time_budget: float | None = None  # virtual seconds; the run ends once its clock passes it
+    eval_subset: int | None = None  # test images of the periodic evaluations (null: all of them)
     checkpoint_every: int = 100  # rounds between checkpoints (and at the end); 0 = never
     pipeline: Pipeline = Pipeline.stale
     stale_lr: StaleLR = StaleLR.constant  # weight of a gradient tau updates stale: 1 or 1/(1+tau)

@@ -184,7 +184,15 @@ def test_report_refuses_what_holds_no_run(tmp_path: Path) -> None:
     for args, message in [
         ([str(tmp_path / "a"), str(tmp_path / "a")], "several folders given; say where to write"),
         ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "x", "--target", "1.5"], "1.5"),
-        ([str(tmp_path / "a"), "--baseline", "uncoded"], "--baseline compares times to target"),
+        ([str(tmp_path / "a"), "--baseline", "uncoded"], "--baseline concerns times to target"),
+        ([str(tmp_path / "a"), "--horizon", "9"], "--horizon concerns times to target"),
+        ([str(tmp_path / "a"), "--aa", "x", "y"], "--aa concerns times to target"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--horizon", "0"], "'0' is not a number of"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--aa-at", "none"], "--aa-at places an A/A"),
+        ([str(tmp_path / "a"), "--smooth", "3"], "--smooth concerns times to target"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--smooth", "0"], "'0' is not a number of"),
+        ([str(tmp_path / "a"), "--target", "0.6", "--aa", "x", "y", "--aa-at", "b:x"],
+         "'b:x' is not a loss setting"),
         ([str(tmp_path / "a"), "--target", "0.6", "--baseline", "uncoded"],
          "--baseline 'uncoded' is none of the runs' series"),
     ]:  # fmt: skip
@@ -198,7 +206,9 @@ def test_help_names_every_option_and_the_bands(capsys) -> None:
         report_main(["--help"])
     assert exit_.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    for option in ("--out", "--target ACC", "--band {ci,range}", "--baseline SERIES"):
+    for option in ("--out", "--target ACC", "--band {ci,range}", "--baseline SERIES",
+                   "--horizon S", "--smooth K", "--aa GROUP_A GROUP_B",
+                   "--aa-at SETTING"):  # fmt: skip
         assert option in text, option
     assert "ci = 95 % t-interval of the mean over seeds, range = min–max over seeds" in text
 
@@ -457,35 +467,51 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     ]  # fmt: skip
     first = rows["uncoded", "bernoulli", "0.0"]
     assert json.loads(first["times"]) == [20.0, 21.0, 22.0] and first["reached"] == "3"
-    assert float(first["mean"]) == 21.0 and float(first["min"]) == 20.0
-    assert float(first["ci95_high"]) == pytest.approx(21.0 + half_width([20, 21, 22]))
-    lossy = rows["uncoded", "bernoulli", "0.1"]
+    assert first["horizon"] == "inf"  # every run reached it without a budget: no restriction
+    assert float(first["km_median"]) == 21.0 and float(first["rmst"]) == 21.0
+    assert float(first["rmst_high"]) == pytest.approx(21.0 + half_width([20, 21, 22]))
+    lossy = rows["uncoded", "bernoulli", "0.1"]  # seed 2 missed 0.5: censored at its end, 64
     assert json.loads(lossy["times"]) == [60.0, 62.0, None] and lossy["reached"] == "2"
-    assert float(lossy["ci95_low"]) == pytest.approx(61.0 - half_width([60, 62]))
+    assert float(lossy["horizon"]) == 64.0 and json.loads(lossy["restricted"]) == [60, 62, 64]
+    assert float(lossy["rmst"]) == 62.0 and float(lossy["km_median"]) == 62.0
+    assert float(lossy["rmst_low"]) == pytest.approx(62.0 - half_width([60, 62, 64]))
+    assert float(lossy["rmst_high"]) == 64.0  # clipped to the horizon
     fr = rows["classic_fr", "bernoulli", "0.1"]
     assert (fr["runs"], fr["finished"], fr["reached"], fr["pairs"]) == ("3", "2", "2", "2")
     assert (json.loads(fr["seeds"]), json.loads(fr["times"])) == ([0, 1], [16.0, 17.0])
-    ratios = [60 / 16, 62 / 17]  # paired by seed: uncoded's time over classic_fr's
-    assert float(fr["speedup_mean"]) == pytest.approx(np.mean(ratios))
-    assert float(fr["speedup_ci95_high"]) == pytest.approx(np.mean(ratios) + half_width(ratios))
-    assert rows["classic_fr", "gilbert_elliott", "0.1"]["ci95_low"] == "17.0"  # one seed
+    logs = np.log([60 / 16, 62 / 17])  # paired by seed: uncoded's time over classic_fr's
+    assert float(fr["ratio"]) == pytest.approx(math.exp(logs.mean()))
+    assert float(fr["ratio_high"]) == pytest.approx(math.exp(logs.mean() + half_width(logs)))
+    assert (fr["baseline"], fr["label"], fr["aa_floor"]) == ("uncoded", "faster", "")
+    assert rows["uncoded", "bernoulli", "0.1"]["label"] == "not distinguishable"  # itself
+    alone = rows["classic_fr", "gilbert_elliott", "0.1"]
+    assert (alone["rmst"], alone["rmst_low"], alone["label"]) == ("17.0", "17.0", "")
+    for row in rows.values():  # no column holds a mean over the runs that reached the target
+        assert not {"mean", "ci95_low", "min", "speedup_mean", "jobs_mean"} & set(row)
 
     table = [r for r in markdown_rows(out / "summary.md") if "reached" in r]
-    columns = ("scheme", "reached", "time to target (s)", "range (s)")
+    assert table == markdown_rows(out / "time_to_target.md")
+    columns = ("scheme", "reached", "KM median (s)", "horizon (s)",
+               "restricted mean (s), 95 % interval")  # fmt: skip
+
+    def interval(values: list[float], high: float | None = None) -> str:
+        mean, half = np.mean(values), half_width(values)
+        return f"{mean:.1f} ({mean - half:.1f}–{high or mean + half:.1f})"
+
     assert [tuple(r[c] for c in columns) for r in table] == [
-        ("classic_fr", "3/3", f"16.0 ± {half_width([15, 16, 17]):.1f}", "15.0–17.0"),
-        ("uncoded", "3/3", f"21.0 ± {half_width([20, 21, 22]):.1f}", "20.0–22.0"),
-        ("classic_fr", "2/2", f"16.5 ± {half_width([16, 17]):.1f}", "16.0–17.0"),
-        ("uncoded", "2/3", f"61.0 ± {half_width([60, 62]):.1f}", "60.0–62.0"),
-        ("classic_fr", "1/1", "17.0", "17.0–17.0"),
+        ("classic_fr", "3/3", "16.0", "∞", interval([15, 16, 17])),
+        ("uncoded", "3/3", "21.0", "∞", interval([20, 21, 22])),
+        ("classic_fr", "2/2", "16.0", "64.0", interval([16, 17])),
+        ("uncoded", "2/3", "62.0", "64.0", interval([60, 62, 64], high=64.0)),
+        ("classic_fr", "1/1", "17.0", "∞", "17.0"),
     ]  # fmt: skip
-    assert [r["jobs to target"] for r in table] == ["20 ± 0"] * 3 + ["30 ± 0", "20"]
+    assert [r["jobs to target (KM median)"] for r in table] == ["20"] * 3 + ["30", "20"]
     assert (
         table[1]["s per job"]
         == f"{np.mean([30, 31, 32]) / 30:.4f} ± {half_width([1, 31 / 30, 32 / 30]):.4f}"
     )
     lossy = rows["uncoded", "bernoulli", "0.1"]  # 2 of 3 seeds reached at 30 jobs; all 3 paced
-    assert float(lossy["jobs_mean"]) == 30.0 and float(lossy["jobs_ci95_low"]) == 30.0
+    assert float(lossy["jobs_km_median"]) == 30.0
     assert float(lossy["seconds_per_job_mean"]) == pytest.approx(np.mean([60, 62, 64]) / 30)
     finals = [0.55, 0.55, 0.49]  # seed 2 ends below the target at its budget
     assert float(lossy["final_accuracy_mean"]) == pytest.approx(np.mean(finals))
@@ -494,18 +520,22 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     )
     assert table[3]["final accuracy"] == f"{np.mean(finals):.3f} ± {half_width(finals):.3f}"
     assert table[4]["final accuracy"] == "0.700"  # one seed
-    speed = [20 / 15, 21 / 16, 22 / 17]
-    assert table[0]["speed-up vs uncoded"] == (
-        f"{np.mean(speed):.2f} ± {half_width(speed):.2f} (3 pairs)"
-    )
-    assert table[1]["speed-up vs uncoded"] == "1.00 ± 0.00 (3 pairs)"
-    assert table[4]["speed-up vs uncoded"] == "–"  # no uncoded run under these bursts
+    logs = np.log([20 / 15, 21 / 16, 22 / 17])
+    low, high = np.exp(logs.mean() - half_width(logs)), np.exp(logs.mean() + half_width(logs))
+    ratio = "ratio vs uncoded (95 % interval)"
+    assert table[0][ratio] == f"{np.exp(logs.mean()):.2f} ({low:.2f}–{high:.2f}), 3 pairs"
+    assert (table[0]["label"], table[0]["A/A floor"]) == ("faster", "none declared")
+    assert (table[1][ratio], table[1]["label"]) == ("1.00 (1.00–1.00), 3 pairs",
+                                                    "not distinguishable")  # fmt: skip
+    assert (table[4][ratio], table[4]["label"]) == ("–", "–")  # no uncoded run under bursts
     pivot = [r for r in markdown_rows(out / "summary.md") if "uncoded" in r]
-    assert [(r["delay"], r["loss rate"], r["classic_fr"], r["uncoded"]) for r in pivot] == [
-        ("bernoulli", "0", table[0]["time to target (s)"], table[1]["time to target (s)"]),
-        ("bernoulli", "0.1", table[2]["time to target (s)"],
-         f"{table[3]['time to target (s)']} (2/3)"),  # seed 2 did not reach it
-        ("gilbert_elliott", "0.1", "17.0", "–"),  # no uncoded run under these bursts
+    assert pivot == markdown_rows(out / "time_to_target_by_loss.md")
+    assert [(r["delay"], r["loss rate"], r["horizon (s)"], r["classic_fr"], r["uncoded"])
+            for r in pivot] == [
+        ("bernoulli", "0", "∞", interval([15, 16, 17]) + " ▲", interval([20, 21, 22])),
+        ("bernoulli", "0.1", "64.0", interval([16, 17]) + " ▲",
+         interval([60, 62, 64], high=64.0) + " (2/3)"),  # seed 2 did not reach it
+        ("gilbert_elliott", "0.1", "∞", "17.0", "–"),  # no uncoded run under these bursts
     ]  # fmt: skip
 
     curves = [r for r in read_csv(out / "curves.csv") if r["series"] == "uncoded"]
@@ -517,6 +547,51 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     assert {r["seeds"] for r in curves} == {"3"} and {r["band"] for r in curves} == {"ci"}
     for name in ("accuracy_vs_time.png", "total_time.png"):
         assert_png(out / name)
+
+
+def test_an_a_a_pair_sets_the_floor_every_comparison_is_judged_against(tmp_path: Path) -> None:
+    """Declared A/A at Bernoulli 0 (classic_fr against uncoded there, ratio ≈ 0.76): its
+    interval's far end sets the floor, so classic_fr's ≈ 1.31× over uncoded at the same
+    setting, whose interval excludes 1, is not distinguishable, while 3.7× at 0.1 is."""
+    make_study(tmp_path / "study")
+    out = tmp_path / "report"
+    proc = cli("gclab.report", str(tmp_path / "study"), "--out", str(out), "--target", "0.5",
+               "--baseline", "uncoded", "--aa", "classic_fr", "uncoded", "--aa-at",
+               "bernoulli:0")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logs = np.log([15 / 20, 16 / 21, 17 / 22])
+    floor = math.exp(max(abs(logs.mean() - half_width(logs)), abs(logs.mean() + half_width(logs))))
+    rows = {
+        (r["series"], r["delay"], r["loss_rate"]): r for r in read_csv(out / "time_to_target.csv")
+    }
+    rows = {(name, rate): r for (name, delay, rate), r in rows.items() if delay == "bernoulli"}
+    assert float(rows["classic_fr", "0.0"]["aa_floor"]) == pytest.approx(floor)
+    assert float(rows["classic_fr", "0.0"]["ratio_low"]) > 1
+    assert rows["classic_fr", "0.0"]["label"] == "not distinguishable"
+    assert rows["classic_fr", "0.1"]["label"] == "faster"
+    table = markdown_rows(out / "time_to_target.md")
+    assert {r["A/A floor"] for r in table if r["label"] != "–"} == {f"×{floor:.2f}"}
+    text = (out / "summary.md").read_text()
+    assert "## A/A control" in text and f"| bernoulli 0 | {np.exp(logs.mean()):.2f} (" in text
+    for aa, message in [(["classic_fr", "nope"], "--aa 'nope' is none of the groups"),
+                        (["classic_fr", "classic_fr"], "an A/A pair is two groups"),
+                        (["classic_fr", "uncoded", "--aa-at", "gilbert_elliott"],
+                         "at gilbert_elliott, and these do not")]:  # fmt: skip
+        proc = cli("gclab.report", str(tmp_path / "study"), "--out", str(tmp_path / "no"),
+                   "--target", "0.5", "--aa", *aa)  # fmt: skip
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+
+
+def test_a_smoothed_crossing_moves_the_time_to_target(tmp_path: Path) -> None:
+    """uncoded without loss reads 0.3, 0.50–0.52, 0.7: the mean of the last two evaluations
+    first reaches 0.5 at the third, so each seed's time is its third evaluation's."""
+    make_study(tmp_path / "study")
+    write_report(load_sweep(tmp_path / "study"), tmp_path / "out", target=0.5, smooth=2)
+    rows = {(r["series"], r["delay"], r["loss_rate"]): r
+            for r in read_csv(tmp_path / "out" / "time_to_target.csv")}  # fmt: skip
+    assert json.loads(rows["uncoded", "bernoulli", "0.0"]["times"]) == [30.0, 31.0, 32.0]
+    assert "mean of its last 2 evaluations" in (tmp_path / "out" / "summary.md").read_text()
 
 
 def test_range_band_and_a_study_without_target(tmp_path: Path) -> None:
@@ -633,7 +708,7 @@ def test_stale_updates_are_counted_from_the_rounds_jobs_applied(tmp_path: Path) 
     ]
     write_report(load_sweep(sweep), tmp_path / "out", target=0.7)  # reached by no seed
     pivot = {  # more series than loss settings: one row per series
-        r["series"]: r["bernoulli 0.1"]
+        r["series"]: r["bernoulli 0.1 (h = 5.0 s)"]
         for r in markdown_rows(tmp_path / "out" / "summary.md")
         if "series" in r
     }
@@ -682,11 +757,11 @@ def test_groups_of_one_label_are_named_and_paired_by_their_other_overrides(tmp_p
         "classic_cr, cluster.workers=4", "classic_cr, cluster.workers=8",
         "uncoded, cluster.workers=4", "uncoded, cluster.workers=8",
     ]  # fmt: skip
-    assert float(rows["classic_cr, cluster.workers=4"]["speedup_mean"]) == pytest.approx(
-        np.mean([40 / 10, 41 / 11])
+    assert float(rows["classic_cr, cluster.workers=4"]["ratio"]) == pytest.approx(
+        math.sqrt(40 / 10 * 41 / 11)  # the geometric mean over the two seeds
     )
-    assert float(rows["classic_cr, cluster.workers=8"]["speedup_mean"]) == pytest.approx(
-        np.mean([20 / 10, 21 / 11])
+    assert float(rows["classic_cr, cluster.workers=8"]["ratio"]) == pytest.approx(
+        math.sqrt(20 / 10 * 21 / 11)
     )
     pivot = [r for r in markdown_rows(tmp_path / "out" / "summary.md") if "series" in r]
     assert len(pivot) == 4  # four series, one loss setting: a row each

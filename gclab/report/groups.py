@@ -5,14 +5,16 @@ A *group* is every training run whose ``.hydra/config.yaml`` is the same once ``
 accuracy curves are evaluated at different virtual times, so they are interpolated
 linearly (``numpy.interp``) onto a common grid: the union of the seeds' evaluation times
 within the span every seed covers (from the latest first evaluation to the earliest
-last one), where the mean and the band are taken. The band is a 95 % Student-t
-interval of the mean over seeds (``ci``: mean ± t₀.₉₇₅,ₖ₋₁·s/√k) or the range
-(``range``: min–max over seeds).
+last one), where the mean and the band are taken (:mod:`gclab.report.intervals`).
 
 A run's *time to target* is the virtual time of its first evaluation at or above the
-target. A group reports how many of its finished seeds reached it, and the mean, the
-95 % t-interval and the range over those that did: seeds that never reach the target
-are not in the mean, which is then a lower bound, and the table says how many reached.
+target (or, smoothed, the first at which the mean of its last few evaluations is:
+:func:`crossing`); a run that never reaches it is censored at its end
+(:mod:`gclab.report.survival`).
+A group reports how many of its finished seeds reached it, the Kaplan–Meier median and
+the restricted mean up to a horizon shared by every group of its loss setting, and, with
+a baseline, the paired ratio of restricted times and its label
+(:mod:`gclab.report.compare`), judged against the noise floor of a declared A/A pair.
 """
 
 from __future__ import annotations
@@ -20,48 +22,34 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from gclab.report.runs import NOT_SERIES, SIM, TRAIN, Run, Sweep, label_key, short
+from gclab.report.compare import label, noise_floor, paired_ratio
+from gclab.report.intervals import Spread, spread
+from gclab.report.runs import NOT_SERIES, SIM, TRAIN, Run, Sweep, SweepError, label_key, short
+from gclab.report.survival import Outcome, default_horizon, km_median, restricted_mean
 
 #: Config keys that do not tell groups apart (``seed`` is what a group spans).
 NOT_CONFIG = ("seed", "logger", "resume")
-BANDS = {"ci": "95 % t-interval of the mean over seeds", "range": "min–max over seeds"}
 
 
-@dataclass(frozen=True)
-class Spread:
-    """Mean of some values and their band (``low``, ``high``), and how many values."""
-
-    mean: float
-    low: float
-    high: float
-    count: int
+def crossing(accuracy: np.ndarray, target: float, smooth: int = 1) -> int | None:
+    """Index of the first evaluation at which the mean of the last ``smooth`` evaluations
+    (fewer at the start; 1: the evaluation itself) is at or above ``target``, if any."""
+    means = [float(np.mean(accuracy[max(0, i + 1 - smooth) : i + 1])) for i in range(len(accuracy))]
+    hits = np.flatnonzero(np.asarray(means) >= target)
+    return int(hits[0]) if hits.size else None
 
 
-def spread(values: Sequence[float], band: str) -> Spread | None:
-    """Mean and band of ``values`` (no band width for a single value); None if empty."""
-    x = np.asarray(values, dtype=np.float64)
-    if x.size == 0:
-        return None
-    mean = float(x.mean())
-    if band == "range":
-        return Spread(mean, float(x.min()), float(x.max()), x.size)
-    half = 0.0
-    if x.size > 1:
-        half = float(stats.t.ppf(0.975, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return Spread(mean, mean - half, mean + half, x.size)
-
-
-def first_reach(times: np.ndarray, accuracy: np.ndarray, target: float) -> float | None:
-    """Virtual time of the first evaluation at or above ``target``, if any."""
-    hits = np.flatnonzero(accuracy >= target)
-    return float(times[hits[0]]) if hits.size else None
+def first_reach(
+    times: np.ndarray, accuracy: np.ndarray, target: float, smooth: int = 1
+) -> float | None:
+    """Virtual time of the :func:`crossing` of ``target``, if any."""
+    i = crossing(accuracy, target, smooth)
+    return None if i is None else float(times[i])
 
 
 @dataclass
@@ -73,6 +61,7 @@ class Group:
     loss_rate: float | None
     runs: list[Run]
     context: str = ""  # what tells it from other groups of its label at its loss setting
+    smooth: int = 1  # evaluations averaged for the crossing of a target (:func:`crossing`)
 
     @property
     def name(self) -> str:
@@ -103,16 +92,26 @@ class Group:
         return grid, [spread(values[:, i], band) for i in range(grid.size)]
 
     def times_to_target(self, target: float) -> list[float | None]:
-        """Each finished seed's time to target (None: not reached)."""
-        return [first_reach(t, a, target) for t, a in map(Run.evaluations, self.finished)]
+        """Each finished seed's time to target (None: not reached), by :func:`first_reach`."""
+        return [
+            first_reach(t, a, target, self.smooth) for t, a in map(Run.evaluations, self.finished)
+        ]
 
-    def jobs_to_target(self, target: float) -> list[int | None]:
-        """Each finished seed's jobs applied by its first evaluation at or above ``target``."""
-        out: list[int | None] = []
+    def outcomes(self, target: float) -> list[Outcome]:
+        """Each finished seed's time to ``target``, censored at its end where not reached."""
+        return [
+            Outcome(time, run.total_time or 0.0, _budget(run))
+            for run, time in zip(self.finished, self.times_to_target(target))
+        ]
+
+    def job_outcomes(self, target: float) -> list[Outcome]:
+        """Each finished seed's jobs applied by its crossing of ``target`` (:func:`crossing`),
+        censored at the jobs it applied in all where not reached."""
+        out = []
         for run in self.finished:
-            _, accuracy = run.evaluations()
-            hits = np.flatnonzero(accuracy >= target)
-            out.append(int(run.jobs_at_evaluations()[hits[0]]) if hits.size else None)
+            i = crossing(run.evaluations()[1], target, self.smooth)
+            jobs = None if i is None else float(run.jobs_at_evaluations()[i])
+            out.append(Outcome(jobs, float((run.summary or {}).get("jobs") or 0)))
         return out
 
     def seconds_per_job(self) -> list[float]:
@@ -141,18 +140,24 @@ class Group:
         return [run.config.get("seed") for run in self.finished]
 
 
+def _budget(run: Run) -> float | None:
+    budget = (run.config.get("train") or {}).get("time_budget")
+    return float(budget) if isinstance(budget, (int, float)) else None
+
+
 def _key(run: Run) -> str:
     config = {k: v for k, v in run.config.items() if k not in NOT_CONFIG}
     return json.dumps(config, sort_keys=True, default=str)
 
 
-def groups(sweep: Sweep) -> list[Group]:
+def groups(sweep: Sweep, smooth: int = 1) -> list[Group]:
     """The training and simulator runs of ``sweep`` grouped by configuration, ordered by
     loss rate, then delay model, then name (in the order the runs first show it).
 
     Groups that share a series label and a loss setting (a sweep without a loss axis over
     more than the scheme, or one whose label leaves out a key that only some runs set)
-    get the overrides that differ between them as their context."""
+    get the overrides that differ between them as their context. A group crosses a target
+    where the mean of its last ``smooth`` evaluations first reaches it (:func:`crossing`)."""
     found: dict[str, Group] = {}
     for run in sweep.runs:
         if run.kind not in (TRAIN, SIM):
@@ -160,7 +165,7 @@ def groups(sweep: Sweep) -> list[Group]:
         key = _key(run)
         if key not in found:
             delay = run.choices.get("delay", "?")
-            found[key] = Group(sweep.series(run), delay, run.loss_rate, [])
+            found[key] = Group(sweep.series(run), delay, run.loss_rate, [], smooth=smooth)
         found[key].runs.append(run)
     peers: dict[tuple[str, str, float | None], list[Group]] = defaultdict(list)
     for group in found.values():
@@ -191,25 +196,60 @@ def _set_contexts(same: list[Group], keys: list[str]) -> None:
             group.context = f"{group.context}, #{i}" if group.context else f"#{i}"
 
 
+def parse_setting(text: str) -> tuple[str, float | None]:
+    """A loss setting as ``DELAY`` or ``DELAY:RATE`` (``none``, ``bernoulli:0.1``): the delay
+    option and the loss rate (None: any); ValueError if it is neither."""
+    delay, colon, rate = text.partition(":")
+    if not delay:
+        raise ValueError(text)
+    return delay, float(rate) if colon else None
+
+
+@dataclass(frozen=True)
+class AAPair:
+    """Two groups (by name) that run the same algorithm as separate arms, compared at the
+    loss settings ``at`` names (``DELAY`` or ``DELAY:RATE``; None: wherever both ran)."""
+
+    a: str
+    b: str
+    at: str | None = None
+
+    def matches(self, group: Group) -> bool:
+        if self.at is None:
+            return True
+        delay, rate = parse_setting(self.at)
+        return group.delay == delay and (
+            rate is None or (group.loss_rate is not None and math.isclose(group.loss_rate, rate))
+        )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A group against a reference group at its loss setting: the paired ratio of restricted
+    times (reference's over the group's: > 1 is faster), its label and the A/A floor."""
+
+    reference: str  # the reference group's name
+    ratio: Spread | None  # geometric mean and 95 % interval over the paired seeds
+    label: str
+    floor: float | None  # the A/A noise floor (ln scale) it was judged against; None: no A/A
+
+
 @dataclass(frozen=True)
 class TargetRow:
-    """One group's time to target: the spread over the seeds that reached it."""
+    """One group's time to target over every finished seed, reached or censored."""
 
     group: Group
     reached: int
     finished: int
-    time: Spread | None  # 95 % t-interval over the seeds that reached
-    extent: Spread | None  # the same values' range
-    speedup: Spread | None  # baseline's time / this group's, paired by seed (95 % t-interval)
-    jobs: Spread | None  # jobs applied by the target, over the seeds that reached (95 % t-interval)
-    pace: Spread | None  # virtual seconds per applied job, over every finished seed (the same)
+    horizon: float | None  # the restricted mean's horizon (shared by the loss setting)
+    median: float | None  # Kaplan–Meier median (inf: not reached by half; None: no run)
+    rmst: Spread | None  # restricted mean time to target up to the horizon, 95 % t-interval
+    restricted: list[float | None]  # each finished seed's min(T, horizon), in seeds() order
+    comparison: Comparison | None  # against the baseline group of the same loss setting
+    jobs: float | None  # Kaplan–Meier median of the jobs applied by the target
+    pace: Spread | None  # virtual seconds per applied job, over every finished seed (95 % t)
     final: Spread | None  # last evaluation's test accuracy, over every finished seed (the same)
     stale: Spread | None  # share of updates with a stale gradient, over every finished seed
-
-
-def _by_seed(group: Group, target: float) -> dict[Any, float]:
-    times = group.times_to_target(target)
-    return {seed: t for seed, t in zip(group.seeds(), times) if t is not None}
 
 
 def _baseline_for(group: Group, bases: list[Group]) -> Group | None:
@@ -226,30 +266,104 @@ def _baseline_for(group: Group, bases: list[Group]) -> Group | None:
     return here[0] if len(here) == 1 else None
 
 
+def _setting(group: Group) -> tuple[str, float | None]:
+    return group.delay, group.loss_rate
+
+
+def horizons(
+    all_groups: list[Group], target: float, horizon: float | None = None
+) -> dict[tuple[str, float | None], float | None]:
+    """The restricted mean's horizon per loss setting: ``horizon`` if given, else the
+    shortest follow-up of the runs of every group at that setting
+    (:func:`~gclab.report.survival.default_horizon`)."""
+    outcomes: dict[tuple[str, float | None], list[Outcome]] = defaultdict(list)
+    for group in all_groups:
+        outcomes[_setting(group)] += group.outcomes(target)
+    return {k: horizon if horizon is not None else default_horizon(v) for k, v in outcomes.items()}
+
+
+def _restricted_by_seed(group: Group, target: float, horizon: float) -> dict[Any, float]:
+    return {
+        seed: outcome.restricted(horizon)
+        for seed, outcome in zip(group.seeds(), group.outcomes(target))
+    }
+
+
+def aa_ratios(
+    all_groups: list[Group], target: float, pair: AAPair, horizon: float | None = None
+) -> dict[tuple[str, float | None], Spread | None]:
+    """The A/A pair's paired ratio (``pair.a``'s restricted time over ``pair.b``'s) at every
+    loss setting where both groups ran (and ``pair.at`` admits)."""
+    ends = horizons(all_groups, target, horizon)
+    found: dict[tuple[str, float | None], dict[str, Group]] = defaultdict(dict)
+    for group in all_groups:
+        if group.name in (pair.a, pair.b) and pair.matches(group):
+            found[_setting(group)][group.name] = group
+    out = {}
+    for setting, both in found.items():
+        if len(both) == 2 and ends[setting] is not None:
+            a, b = (_restricted_by_seed(both[n], target, ends[setting]) for n in (pair.a, pair.b))
+            out[setting] = paired_ratio(a, b)
+    return out
+
+
+def check_aa(all_groups: list[Group], pair: AAPair) -> None:
+    """Raise :class:`~gclab.report.runs.SweepError` unless both groups of ``pair`` exist and
+    share a loss setting that ``pair.at`` admits."""
+    names = list(dict.fromkeys(group.name for group in all_groups))
+    for name in (pair.a, pair.b):
+        if name not in names:
+            raise SweepError(f"--aa {name!r} is none of the groups: {', '.join(map(repr, names))}")
+    shared = {_setting(g) for g in all_groups if g.name == pair.a and pair.matches(g)} & {
+        _setting(g) for g in all_groups if g.name == pair.b and pair.matches(g)
+    }
+    if pair.a == pair.b or not shared:
+        where = f" at {pair.at}" if pair.at else ""
+        raise SweepError(
+            f"--aa {pair.a!r} {pair.b!r}: an A/A pair is two groups that ran at one loss "
+            f"setting{where}, and these do not"
+        )
+
+
 def target_rows(
-    all_groups: list[Group], target: float, baseline: str | None = None
+    all_groups: list[Group],
+    target: float,
+    baseline: str | None = None,
+    horizon: float | None = None,
+    aa: AAPair | None = None,
 ) -> list[TargetRow]:
-    """Every group's time to ``target``; with a ``baseline`` series label, each group's
-    speed-up over the baseline group of the same loss setting, seed by seed (where
-    several baseline groups share the setting, the one whose other overrides agree with
-    the group's)."""
+    """Every group's time to ``target``, censored where not reached, restricted to its loss
+    setting's horizon (``horizon`` if given, :func:`horizons`). With a ``baseline`` series
+    label, each group's paired ratio against the baseline group of its loss setting (where
+    several share it, the one whose other overrides agree with the group's), labelled
+    against the noise floor of the ``aa`` pair: the largest over the settings where the
+    pair ran (:func:`aa_ratios`)."""
+    ends = horizons(all_groups, target, horizon)
+    floor = None
+    if aa is not None:
+        floor = noise_floor(aa_ratios(all_groups, target, aa, horizon).values())
     bases = [g for g in all_groups if g.label == baseline]
     rows = []
     for group in all_groups:
-        times = [t for t in group.times_to_target(target) if t is not None]
+        outcomes, end = group.outcomes(target), ends[_setting(group)]
         base = _baseline_for(group, bases)
-        reference = _by_seed(base, target) if base is not None else {}
-        mine = _by_seed(group, target)
-        ratios = [reference[seed] / t for seed, t in mine.items() if seed in reference and t > 0]
+        comparison = None
+        if base is not None and end is not None:
+            ratio = paired_ratio(
+                _restricted_by_seed(base, target, end), _restricted_by_seed(group, target, end)
+            )
+            comparison = Comparison(base.name, ratio, label(ratio, floor), floor)
         rows.append(
             TargetRow(
                 group,
-                len(times),
-                len(group.finished),
-                spread(times, "ci"),
-                spread(times, "range"),
-                spread(ratios, "ci"),
-                spread([j for j in group.jobs_to_target(target) if j is not None], "ci"),
+                sum(o.reached for o in outcomes),
+                len(outcomes),
+                end,
+                km_median(outcomes),
+                None if end is None else restricted_mean(outcomes, end),
+                [None if end is None else o.restricted(end) for o in outcomes],
+                comparison,
+                km_median(group.job_outcomes(target)),
                 spread(group.seconds_per_job(), "ci"),
                 spread(group.final_accuracies(), "ci"),
                 spread(group.stale_shares(), "ci"),

@@ -23,7 +23,8 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from gclab.report.groups import BANDS, Group, Spread, groups, spread
+from gclab.report.groups import Group, groups
+from gclab.report.intervals import BANDS, Spread, spread
 from gclab.report.runs import SIM, TRAIN, Run, Sweep
 
 DPI = 110

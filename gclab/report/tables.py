@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gclab.report.groups import Group, Spread, TargetRow
+from gclab.report.compare import FASTER, SLOWER, noise_floor
+from gclab.report.groups import Group, TargetRow
+from gclab.report.intervals import Spread
 from gclab.report.runs import SIM, TRAIN, Run, Sweep
 
 IDENTITY = ("job", "kind", "status", "error", "overrides", "scheme", "delay", "loss_rate")
@@ -186,33 +188,47 @@ def write_curves_csv(all_groups: list[Group], band: str, path: Path) -> None:
 
 
 TARGET_COLUMNS = (
-    "series", "delay", "loss_rate", "target", "runs", "finished", "reached", "mean",
-    "ci95_low", "ci95_high", "min", "max", "seeds", "times", "speedup_mean",
-    "speedup_ci95_low", "speedup_ci95_high", "pairs", "jobs_mean", "jobs_ci95_low",
-    "jobs_ci95_high", "seconds_per_job_mean", "seconds_per_job_ci95_low",
+    "series", "delay", "loss_rate", "target", "runs", "finished", "reached", "horizon",
+    "km_median", "rmst", "rmst_low", "rmst_high", "seeds", "times", "restricted",
+    "baseline", "ratio", "ratio_low", "ratio_high", "pairs", "label", "aa_floor",
+    "jobs_km_median", "seconds_per_job_mean", "seconds_per_job_ci95_low",
     "seconds_per_job_ci95_high", "final_accuracy_mean", "final_accuracy_ci95_low",
     "final_accuracy_ci95_high", "stale_share_mean", "stale_share_ci95_low",
     "stale_share_ci95_high",
 )  # fmt: skip
 
 
+def _infinite(value: float | None) -> Any:
+    """A value for the CSV that may be infinite: a Kaplan–Meier median not reached, a horizon
+    that restricts nothing, an unmeasured floor (``inf``); empty for None."""
+    return "inf" if value == math.inf else value
+
+
+def _floor(value: float | None) -> Any:
+    """An A/A floor (ln scale) as the ratio it allows, exp(floor)."""
+    return None if value is None else _infinite(math.exp(value))
+
+
 def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
-    """``time_to_target.csv``: per group, every seed's time to target and their spread."""
+    """``time_to_target.csv``: per group, every seed's time to target (censored where not
+    reached), the Kaplan–Meier median, the restricted mean and the paired comparison."""
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(TARGET_COLUMNS)
         for row in rows:
-            time, extent, speed = row.time, row.extent, row.speedup
-            numbers = [
-                *_mean_low_high(time),
-                *((extent.low, extent.high) if extent else (None,) * 2),
-            ]
-            speedup = [speed.mean, speed.low, speed.high, speed.count] if speed else [None] * 4
+            versus = row.comparison
+            ratio = versus.ratio if versus else None
+            compared = (
+                [versus.reference, *_mean_low_high(ratio), ratio.count if ratio else None,
+                 versus.label, _floor(versus.floor)]
+                if versus else [None] * 7
+            )  # fmt: skip
             cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
-                     row.reached, *numbers, row.group.seeds(),
-                     row.group.times_to_target(target), *speedup, *_mean_low_high(row.jobs),
-                     *_mean_low_high(row.pace), *_mean_low_high(row.final),
-                     *_mean_low_high(row.stale)]  # fmt: skip
+                     row.reached, _infinite(row.horizon), _infinite(row.median),
+                     *_mean_low_high(row.rmst), row.group.seeds(),
+                     row.group.times_to_target(target), row.restricted,
+                     *compared, _infinite(row.jobs), *_mean_low_high(row.pace),
+                     *_mean_low_high(row.final), *_mean_low_high(row.stale)]  # fmt: skip
             writer.writerow([_cell(v) for v in cells])
 
 
@@ -226,58 +242,110 @@ def _scaled(value: Spread | None, factor: float) -> Spread | None:
     return Spread(value.mean * factor, value.low * factor, value.high * factor, value.count)
 
 
-def _plus_minus(value: Spread | None, digits: int) -> str:
+def _plus_minus(value: Spread | None, digits: int, interval: bool = False) -> str:
+    """``mean ± half-width``, or with ``interval`` ``mean (low–high)`` (for an interval that
+    need not be symmetric); the mean alone for a single value."""
     if value is None:
         return "–"
     if value.count == 1:
         return f"{value.mean:.{digits}f}"
+    if interval:
+        return f"{value.mean:.{digits}f} ({value.low:.{digits}f}–{value.high:.{digits}f})"
     return f"{value.mean:.{digits}f} ± {(value.high - value.low) / 2:.{digits}f}"
 
 
-def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) -> str:
-    """The time-to-target table: one row per group, the spread over its seeds."""
-    lines = [
-        f"## Time to test accuracy {target:g}",
-        "",
-        f"Virtual time of each run's first evaluation at or above {target:g}: mean over the "
-        "seeds that reached it ± the half-width of its 95 % t-interval, and the range. It is "
-        "the jobs applied by then (over the same seeds) times the virtual seconds per job "
-        "(over every finished seed, whole runs): the first is what training needs, the "
-        "second what the scheme and the losses charge for each job. Final accuracy: the last "
-        "evaluation's, over every finished seed (at the target where a run stopped there, at "
-        "the budget where it did not reach it). Stale updates: the share of each seed's "
-        "updates whose gradient was computed on weights that missed earlier updates (only "
-        "`train.pipeline=stale` has any), in %.",
-    ]
-    header = ["scheme", "delay", "loss rate", "reached", "time to target (s)", "range (s)",
-              "jobs to target", "s per job", "final accuracy", "stale updates (%)"]  # fmt: skip
+def _km(value: float | None, digits: int) -> str:
+    if value is None:
+        return "–"
+    return "not reached" if value == math.inf else f"{value:.{digits}f}"
+
+
+def _horizon(value: float | None) -> str:
+    return "∞" if value == math.inf else _number(".1f")(value)
+
+
+def _floor_text(floor: float | None) -> str:
+    if floor is None:
+        return "none declared"
+    return "unmeasured" if floor == math.inf else f"×{math.exp(floor):.2f}"
+
+
+def _table(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_escape(c) for c in cells) + " |" for cells in body]
+    return "\n".join([*lines, ""])
+
+
+def target_table(rows: list[TargetRow], baseline: str | None) -> str:
+    """The time-to-target table alone (``time_to_target.md``): one row per group."""
+    header = ["scheme", "delay", "loss rate", "reached", "KM median (s)", "horizon (s)",
+              "restricted mean (s), 95 % interval", "jobs to target (KM median)", "s per job",
+              "final accuracy", "stale updates (%)"]  # fmt: skip
     if baseline is not None:
-        lines[-1] += (
-            f" Speed-up: {baseline}'s time over this group's, per seed (paired: same seed, "
-            "same batches, same losses), mean ± 95 % t-interval half-width."
-        )
-        header.append(f"speed-up vs {baseline}")
-    lines += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        header += [f"ratio vs {baseline} (95 % interval)", "label", "A/A floor"]
+    body = []
     for row in rows:
-        extent = row.extent
         cells = [
             row.group.name,
             row.group.delay,
             _number("g")(row.group.loss_rate),
             f"{row.reached}/{row.finished}",
-            _plus_minus(row.time, 1),
-            f"{extent.low:.1f}–{extent.high:.1f}" if extent else "–",
-            _plus_minus(row.jobs, 0),
+            _km(row.median, 1),
+            _horizon(row.horizon),
+            _plus_minus(row.rmst, 1, interval=True),
+            _km(row.jobs, 0),
             _plus_minus(row.pace, 4),
             _plus_minus(row.final, 3),
             _plus_minus(_scaled(row.stale, 100), 1),
         ]
         if baseline is not None:
-            speed = row.speedup
-            plural = "s" if speed and speed.count != 1 else ""
-            cells.append(f"{_plus_minus(speed, 2)} ({speed.count} pair{plural})" if speed else "–")
-        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
-    return "\n".join([*lines, ""])
+            versus = row.comparison
+            ratio = versus.ratio if versus else None
+            plural = "s" if ratio and ratio.count != 1 else ""
+            shown = _plus_minus(ratio, 2, interval=True)
+            cells += (
+                [f"{shown}, {ratio.count} pair{plural}" if ratio else "–",
+                 versus.label, _floor_text(versus.floor)]
+                if versus else ["–"] * 3
+            )  # fmt: skip
+        body.append(cells)
+    return _table(header, body)
+
+
+def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) -> str:
+    """The time-to-target section of ``summary.md``: what it shows, then :func:`target_table`."""
+    text = (
+        f"Time to {target:g}: the virtual time of a run's first evaluation at or above it; a "
+        "run that ends without reaching it is censored at its end, never dropped. KM median: "
+        "the Kaplan–Meier median over every finished seed ('not reached' when fewer than half "
+        "are known to reach it). Restricted mean: the mean over every finished seed of "
+        "min(time, horizon), a run that missed the target counting the horizon, with the 95 % "
+        "t-interval of that mean; the horizon is the shortest follow-up (budget, or end of a "
+        "run that missed the target) at the loss setting. Jobs to target: the Kaplan–Meier "
+        "median of the jobs applied by then; s per job: virtual seconds per applied job over "
+        "every finished seed, whole runs; final accuracy: the last evaluation's (both mean ± "
+        "the 95 % t-interval's half-width). Stale updates: the share of each seed's updates "
+        "whose gradient missed earlier updates, in %."
+    )
+    smooth = max((row.group.smooth for row in rows), default=1)
+    if smooth > 1:
+        text += (
+            f" Here a run reaches {target:g} at the first evaluation where the mean of its "
+            f"last {smooth} evaluations is at or above it."
+        )
+    if baseline is not None:
+        text += (
+            f" Ratio: {baseline}'s restricted time over this group's, per seed (paired: same "
+            "seed, same batches, same losses), geometric mean and 95 % interval; labelled "
+            "faster or slower only when the interval excludes 1 and the ratio lies beyond the "
+            "A/A floor (the largest ratio the A/A pair's interval admits), else not "
+            "distinguishable."
+        )
+    title = f"## Time to test accuracy {target:g}"
+    return "\n".join([title, "", text, "", target_table(rows, baseline)])
+
+
+MARKS = {FASTER: " ▲", SLOWER: " ▼"}
 
 
 def _reached(row: TargetRow | None) -> str:
@@ -286,49 +354,78 @@ def _reached(row: TargetRow | None) -> str:
     if row.reached == 0:
         text = f"not reached (final {_plus_minus(row.final, 2)})"
     else:
-        text = _plus_minus(row.time, 1)
+        restricted = row.rmst is not None and row.rmst.low >= (row.horizon or math.inf)
+        text = f"≥ {row.horizon:.1f}" if restricted else _plus_minus(row.rmst, 1, interval=True)
         if row.reached != row.finished:
             text += f" ({row.reached}/{row.finished})"
     if row.stale is not None and row.stale.mean > 0:
         text += f" [{row.stale.mean * 100:.1f} %]"
-    return text
+    return text + MARKS.get(row.comparison.label if row.comparison else "", "")
 
 
 def _setting(delay: str, rate: float) -> str:
     return "none" if delay == "none" else f"{delay} {_number('g')(rate)}"
 
 
-def pivot_markdown(rows: list[TargetRow], target: float) -> str:
-    """Time to target as a paper prints it: loss settings (in the groups' order) against
-    series (sorted by name), the longer list down the rows (one row per loss setting when
-    there are at least as many as series, else one row per series); a group that no seed
-    brought to the target shows its final accuracy, one that only some seeds did says how
-    many, a missing group shows –, and a group with stale updates gives their share in
-    brackets."""
+def pivot_table(rows: list[TargetRow]) -> str:
+    """Restricted mean times as a paper prints them (``time_to_target_by_loss.md``): loss
+    settings (in the groups' order) against series (sorted by name), the longer list down
+    the rows (one row per loss setting when there are at least as many as series, else
+    one row per series); a group that no seed brought to the target shows its final
+    accuracy, one that only some seeds did says how many, a missing group shows –, a group
+    with stale updates gives their share in brackets, and a generated mark says what the
+    comparison with the baseline found (▲ faster, ▼ slower)."""
     settings = list(dict.fromkeys((row.group.delay, row.group.loss_rate) for row in rows))
+    horizon = {(row.group.delay, row.group.loss_rate): row.horizon for row in rows}
     series = sorted({row.group.name for row in rows})
     found = {(row.group.delay, row.group.loss_rate, row.group.name): row for row in rows}
-    lines = [
-        f"## Time to test accuracy {target:g} by loss setting",
-        "",
-        "Seconds, mean ± the half-width of the 95 % t-interval over the seeds that reached "
-        f"{target:g} (how many of the finished seeds did, when not all); where none did, "
-        "the final accuracy; in brackets, the share of updates whose gradient was stale, "
-        "where any was.",
-        "",
-    ]
     if len(settings) >= len(series):
-        header = ["delay", "loss rate", *series]
+        header = ["delay", "loss rate", "horizon (s)", *series]
         body = [
-            [delay, _number("g")(rate), *(_reached(found.get((delay, rate, s))) for s in series)]
+            [delay, _number("g")(rate), _horizon(horizon[delay, rate]),
+             *(_reached(found.get((delay, rate, s))) for s in series)]
             for delay, rate in settings
-        ]
+        ]  # fmt: skip
     else:
-        header = ["series", *(_setting(*setting) for setting in settings)]
+        header = ["series"] + [
+            f"{_setting(*setting)} (h = {_horizon(horizon[setting])} s)" for setting in settings
+        ]
         body = [
             [label, *(_reached(found.get((*setting, label))) for setting in settings)]
             for label in series
         ]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(_escape(c) for c in cells) + " |" for cells in body]
-    return "\n".join([*lines, ""])
+    return _table(header, body)
+
+
+def pivot_markdown(rows: list[TargetRow], target: float) -> str:
+    """The by-loss-setting section of ``summary.md``: what it shows, then :func:`pivot_table`."""
+    text = (
+        f"Restricted mean time to {target:g} up to the loss setting's horizon h (s), over "
+        "every finished seed, and its 95 % t-interval (how many seeds reached "
+        f"{target:g}, when not all; ≥ h where none did by h); where none did at all, the "
+        "final accuracy; in brackets, the "
+        "share of updates whose gradient was stale, where any was; ▲/▼: faster/slower than "
+        "the baseline by the labels of the time-to-target table."
+    )
+    title = f"## Time to test accuracy {target:g} by loss setting"
+    return "\n".join([title, "", text, "", pivot_table(rows)])
+
+
+def aa_markdown(ratios: dict[tuple[str, float | None], Spread | None], a: str, b: str) -> str:
+    """The A/A control: the pair's paired ratio at each loss setting and the noise floor
+    the comparisons are judged against (:func:`~gclab.report.compare.noise_floor`)."""
+    floor = noise_floor(ratios.values())
+    lines = [
+        "## A/A control",
+        "",
+        f"{a} and {b} run the same algorithm as separate arms: their ratio (restricted times, "
+        "paired by seed) is 1 but for noise. Noise floor: the largest ratio its 95 % interval "
+        f"admits, over these settings: {_floor_text(floor)}.",
+        "",
+    ]
+    body = [
+        [_setting(delay, rate), _plus_minus(ratio, 2, True), str(ratio.count if ratio else 0)]
+        for (delay, rate), ratio in ratios.items()
+    ]
+    header = ["loss setting", f"{a} / {b} (95 % interval)", "pairs"]
+    return "\n".join([*lines, _table(header, body)])

@@ -53,6 +53,8 @@ class TrainingPlan:
     num_jobs: int
     eval_every: int
     stop_at_target: bool  # end at the first evaluation that reaches the target accuracy
+    time_budget: float | None  # virtual seconds: end once the clock reaches them (None: no end)
+    eval_subset: torch.Tensor | None  # test images of the periodic evaluations (None: all)
     checkpoint_every: int
     seed: int
     cluster: Cluster
@@ -167,8 +169,11 @@ class ParameterServer:
         self._started = dict(state.get("started", {}))
         self._pending = {job: g.numpy() for job, g in state["pending"].items()}
 
-    def evaluate(self, data: ImageData, normalizer: Normalizer) -> tuple[float, float]:
-        """Test accuracy and loss, averaged over the models (one model: its own).
+    def evaluate(
+        self, data: ImageData, normalizer: Normalizer, subset: torch.Tensor | None = None
+    ) -> tuple[float, float]:
+        """Test accuracy and loss, averaged over the models (one model: its own), on the
+        test images ``subset`` indexes (None: all).
 
         On every core this process may use: the workers wait for the evaluation, and a
         CPU forward pass gives the numbers of one thread (tests/runtime/test_server.py).
@@ -176,7 +181,10 @@ class ParameterServer:
         threads = torch.get_num_threads()
         torch.set_num_threads(max(threads, usable_cores()))
         try:
-            results = [evaluate(m.model, data.test_x, data.test_y, normalizer) for m in self.models]
+            x, y = data.test_x, data.test_y
+            if subset is not None:
+                x, y = x[subset], y[subset]
+            results = [evaluate(m.model, x, y, normalizer) for m in self.models]
         finally:
             torch.set_num_threads(threads)
         return float(np.mean([a for a, _ in results])), float(np.mean([l for _, l in results]))
@@ -216,7 +224,7 @@ def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | N
 
 def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Normalizer) -> dict:
     """The distributed loop: broadcast, compute, collect, protocol, decode, step."""
-    scheme, data = plan.scheme, plan.data
+    scheme = plan.scheme
     server = ParameterServer(plan)
     decoder = scheme.decoder(server.num_params)
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
@@ -277,18 +285,38 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         finished = not done and server.next_job >= plan.num_jobs  # the last job is applied
         done = done or finished
+        whole = None  # whether this round's evaluation, if any, used the whole test set
         if plan.eval_every and ((r + 1) % plan.eval_every == 0 or finished):
-            acc, test_loss = server.evaluate(data, normalizer)
-            recorder.evaluation(r, acc, test_loss)
-            postfix["acc"] = f"{acc:.3f}"
+            whole = finished or plan.eval_subset is None
+            postfix["acc"] = f"{_evaluate(r, whole, plan, server, normalizer, recorder):.3f}"
         progress.set_postfix(postfix, refresh=False)  # redrawn at tqdm's own interval
-        stop = plan.stop_at_target and recorder.time_to_target is not None
+        budget = plan.time_budget is not None and recorder.virtual_time >= plan.time_budget
+        stop = budget or (plan.stop_at_target and recorder.time_to_target is not None)
+        if stop and plan.eval_every and not whole:  # the last evaluation takes every image
+            _evaluate(r, True, plan, server, normalizer, recorder)
         last = finished or stop
         if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or last):
             _checkpoint(r, last, recorder, server, plan.protocol, decoder, packets, pool)
         if stop:
             break
     return recorder.summary()
+
+
+def _evaluate(
+    r: int,
+    whole: bool,
+    plan: TrainingPlan,
+    server: ParameterServer,
+    normalizer: Normalizer,
+    recorder: RunRecorder,
+) -> float:
+    """Evaluate after round ``r`` on the whole test set or on ``plan.eval_subset``, and
+    record it; returns the test accuracy."""
+    subset = None if whole else plan.eval_subset
+    acc, test_loss = server.evaluate(plan.data, normalizer, subset)
+    images = len(plan.data.test_y) if subset is None else len(subset)
+    recorder.evaluation(r, acc, test_loss, images)
+    return acc
 
 
 def _checkpoint(

@@ -11,7 +11,8 @@ first; the report still covers every finished run. ``--dry-run`` lists
 the units and the commands without running anything; ``--report-only`` starts no
 training run: it writes the replays of the lossless runs that have finished, then the
 verification tables and the report, from what is there.
-Exit code 2 for a bad spec (before anything runs), 1 if some unit failed.
+Exit code 2 for a bad spec or bad folders (before anything runs or is written), 1 if some
+unit failed.
 """
 
 from __future__ import annotations
@@ -22,8 +23,34 @@ import sys
 from pathlib import Path
 
 from gclab.errors import ConfigError
+from gclab.study.archive import SUFFIX
 from gclab.study.runner import StudyRunner
 from gclab.study.spec import PACKET_LOSS, load_spec, plan, run_overrides, select
+
+
+def _refusal(out: Path, archive: Path | None, report_only: bool) -> str | None:
+    """Why the folders cannot serve, in one sentence, or None: ``out`` must be a folder or
+    not exist yet, ``archive`` too, and ``report_only`` (which trains nothing) needs a
+    finished run in ``out`` or in the archive."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is a file, not a study folder; name a folder (it may not exist yet)."
+    if archive is not None and archive.exists() and not archive.is_dir():
+        return f"--archive {archive} is a file, not a folder of run archives."
+    if not report_only or any((out / "runs").glob("*/*/*/summary.json")):
+        return None
+    if archive is None:
+        return (
+            f"--report-only has nothing to report: {out} holds no finished run; give the "
+            "--archive to restore runs from, or run the study."
+        )
+    if not archive.is_dir():
+        return (
+            f"--archive {archive} does not exist and {out} holds no finished run, so "
+            "--report-only has nothing to report; check the path."
+        )
+    if not any((archive / "runs").rglob("*" + SUFFIX)):
+        return f"--report-only has nothing to report: neither {out} nor {archive} holds a run."
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gclab.study: error: {exc}", file=sys.stderr)
         return 2
     out = args.out or Path("studies") / (args.spec or PACKET_LOSS).stem
+    refusal = _refusal(out, args.archive, args.report_only)
+    if refusal is not None:
+        print(f"gclab.study: error: {refusal}", file=sys.stderr)
+        return 2
     runner = StudyRunner(spec, out, archive=args.archive)
     if args.dry_run:
         done = {"finished": 0, "archived": 0}

@@ -343,7 +343,9 @@ def _write_run(
                 step.outcome.compute.tolist(), faults, 1e3 * step.server,
             )  # fmt: skip
             for rec in by_round.get(r, []):
-                recorder.evaluation(r, rec["test_accuracy"], rec["test_loss"])
+                recorder.evaluation(
+                    r, rec["test_accuracy"], rec["test_loss"], rec.get("test_images")
+                )
         result = recorder.summary()
         return result
     finally:

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gclab.errors import ConfigError
-from gclab.report import load_sweep, write_report
+from gclab.report import AAPair, SweepError, load_sweep, write_report
+from gclab.report.groups import check_aa, groups
 from gclab.report.runs import error_line
 from gclab.study.archive import archive_path, archive_run, restore_run
 from gclab.study.replay import ReplayError, replay_run, retime_run
@@ -255,17 +256,29 @@ class StudyRunner:
         except ReplayError as exc:
             self.record(Outcome(unit, kind, "failed", time.monotonic() - start, str(exc)))
 
+    def _report(self, runs: Path, out: Path) -> list[Path]:
+        """``python -m gclab.report runs --out out`` with the spec's options. An A/A pair
+        missing from the runs (a study part-way) leaves its floor unmeasured: every
+        comparison is then not distinguishable, and the log says why."""
+        options = self.spec.report
+        sweep = load_sweep(runs)
+        aa = AAPair(*options.aa, options.aa_at) if options.aa else None
+        if aa is not None:
+            try:
+                check_aa(groups(sweep, options.smooth), aa)
+            except SweepError as exc:
+                self.log(f"report {out}: the A/A floor is unmeasured: {exc}")
+        return write_report(
+            sweep, out, options.target, options.band, options.baseline, options.horizon, aa,
+            options.smooth,
+        )  # fmt: skip
+
     def write_report(self) -> list[Path]:
-        """``python -m gclab.report runs --out report`` with the spec's options, and the
-        same on the normalised clock (:meth:`write_normalised`)."""
+        """The report of ``runs/`` in ``report/`` (:meth:`_report`), and the same on the
+        normalised clock (:meth:`write_normalised`)."""
         if not self.runs.is_dir():
             return []
-        options = self.spec.report
-        written = write_report(
-            load_sweep(self.runs), self.out / "report", options.target, options.band,
-            options.baseline,
-        )  # fmt: skip
-        return written + self.write_normalised()
+        return self._report(self.runs, self.out / "report") + self.write_normalised()
 
     def write_normalised(self) -> list[Path]:
         """Every finished run re-timed into ``normalised/runs/`` with ``partition_compute``
@@ -282,8 +295,4 @@ class StudyRunner:
             self._retime(summary_file.parent, root / "runs" / unit, unit, compute)
         if not (root / "runs").is_dir():
             return []
-        options = self.spec.report
-        return write_report(
-            load_sweep(root / "runs"), root / "report", options.target, options.band,
-            options.baseline,
-        )  # fmt: skip
+        return self._report(root / "runs", root / "report")

@@ -13,6 +13,7 @@ rule has no effect without loss: every job decodes in its own round).
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from gclab import CONF_DIR
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import StaleLR
-from gclab.report.groups import BANDS
+from gclab.report.groups import parse_setting
+from gclab.report.intervals import BANDS
 from gclab.schemas import instantiate_checked
 from gclab.study.replay import not_replayable
 
@@ -52,6 +54,14 @@ class ReportOptions:
     #: its compute), also for runs whose config did not (``network.server_time=0``, or runs
     #: recorded before the clock charged it: their decode time alone).
     charge_server_time: bool = False
+    #: Horizon (virtual s) of the restricted mean time to target; None: per loss setting.
+    horizon: float | None = None
+    #: An A/A pair, [GROUP_A, GROUP_B] (report group names), whose ratio sets the noise floor.
+    aa: list[str] = field(default_factory=list)
+    #: Where the A/A pair is the same algorithm: DELAY or DELAY:RATE; None: wherever both ran.
+    aa_at: str | None = None
+    #: Evaluations averaged for the crossing of the target (1: the first at or above it).
+    smooth: int = 1
 
 
 @dataclass
@@ -104,6 +114,30 @@ def _check(spec: StudySpec, path: Path) -> None:
             f"study spec {path}: report.partition_compute={compute!r} is invalid: it must be "
             "a positive number of seconds (or null for no normalised clock)."
         )
+    options = spec.report
+    if options.horizon is not None and not 0 < options.horizon < math.inf:
+        raise ConfigError(
+            f"study spec {path}: report.horizon={options.horizon!r} is invalid: it must be a "
+            "positive number of virtual seconds (or null for each loss setting's own)."
+        )
+    if options.smooth < 1:
+        raise ConfigError(
+            f"study spec {path}: report.smooth={options.smooth!r} is invalid: it must be a "
+            "number of evaluations >= 1 (1: the first evaluation at or above the target)."
+        )
+    if options.aa and (len(options.aa) != 2 or options.target is None):
+        raise ConfigError(
+            f"study spec {path}: report.aa={options.aa!r} is invalid: it names two groups "
+            "(an A/A pair) and needs a report.target."
+        )
+    try:
+        if options.aa_at is not None:
+            parse_setting(options.aa_at)
+    except ValueError:
+        raise ConfigError(
+            f"study spec {path}: report.aa_at={options.aa_at!r} is invalid: it must be a loss "
+            "setting, DELAY or DELAY:RATE (e.g. none or bernoulli:0.1)."
+        ) from None
     for point in spec.verify:
         if point.loss not in spec.losses or point.seed not in spec.seeds:
             raise ConfigError(

@@ -136,7 +136,9 @@ class RunRecorder:
             }
         )
 
-    def evaluation(self, r: int, accuracy: float, loss: float) -> None:
+    def evaluation(self, r: int, accuracy: float, loss: float, images: int | None) -> None:
+        """Record an evaluation after round ``r`` on ``images`` test images (None: not
+        known, as in a replay of a run recorded before evaluations counted them)."""
         if (
             self.target_accuracy is not None
             and self.time_to_target is None
@@ -151,6 +153,7 @@ class RunRecorder:
                 "virtual_time": self.virtual_time,
                 "wall_time": self.wall_time,
                 **self.last_eval,
+                "test_images": images,
             }
         )
 

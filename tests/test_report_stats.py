@@ -1,0 +1,103 @@
+"""The report's statistics on hand-made cases: censored times to target (Kaplan–Meier
+median, restricted mean), paired ratios and their labels against the A/A floor."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gclab.report.compare import FASTER, SLOWER, UNCLEAR, label, noise_floor, paired_ratio
+from gclab.report.groups import crossing, first_reach
+from gclab.report.intervals import Spread
+from gclab.report.survival import Outcome, default_horizon, km_median, restricted_mean
+
+T_975 = {2: 4.302652729911275, 4: 2.7764451051977987}  # Student t quantiles (tables)
+
+
+def test_restricted_mean_is_the_mean_of_min_time_horizon_over_every_run():
+    """Five runs, two of which missed the target (T = ∞): they count the horizon."""
+    outcomes = [Outcome(30.0, 30.0), Outcome(55.0, 80.0, 80.0), Outcome(None, 80.0, 80.0),
+                Outcome(70.0, 70.0), Outcome(None, 90.0)]  # fmt: skip
+    horizon = 60.0
+    values = [min(t, horizon) for t in (30.0, 55.0, math.inf, 70.0, math.inf)]
+    got = restricted_mean(outcomes, horizon)
+    assert got.mean == pytest.approx(np.mean(values)) and got.count == 5
+    half = T_975[4] * np.std(values, ddof=1) / math.sqrt(5)
+    assert got.low == pytest.approx(np.mean(values) - half)
+    assert got.high == horizon  # clipped: min(T, h) never exceeds h
+    assert [o.restricted(horizon) for o in outcomes] == values
+
+
+def test_the_horizon_defaults_to_the_shortest_follow_up():
+    """A budget limits every run; a run without one that missed the target is followed up
+    to its end; runs that all reached it without a budget restrict nothing."""
+    budgeted = [Outcome(30.0, 30.0, 100.0), Outcome(None, 101.0, 100.0), Outcome(None, 90.0)]
+    assert default_horizon(budgeted) == 90.0
+    assert default_horizon(budgeted[:2]) == 100.0
+    assert default_horizon([Outcome(30.0, 30.0), Outcome(40.0, 50.0)]) == math.inf
+    assert default_horizon([]) is None
+    all_reached = [Outcome(30.0, 30.0), Outcome(40.0, 50.0)]
+    assert restricted_mean(all_reached, math.inf).mean == 35.0  # the plain mean
+
+
+def test_kaplan_meier_median_on_a_hand_made_case():
+    """Events at 1, 3, 4; censored at 2 and 5. S(1) = 4/5; at 3, 3 runs at risk (2 was
+    censored): S = 4/5 · 2/3 = 0.533; at 4, 2 at risk: S = 0.267 <= 0.5, so the median is 4
+    (a mean over the reached runs would say 2.67)."""
+    outcomes = [Outcome(1.0, 1.0), Outcome(None, 2.0), Outcome(3.0, 3.0), Outcome(4.0, 4.0),
+                Outcome(None, 5.0)]  # fmt: skip
+    assert km_median(outcomes) == 4.0
+    assert km_median([Outcome(None, 5.0), Outcome(None, 6.0), Outcome(2.0, 2.0)]) == math.inf
+    assert km_median([Outcome(None, 5.0)]) == math.inf
+    assert km_median([]) is None
+    tie = [Outcome(1.0, 1.0), Outcome(2.0, 2.0), Outcome(3.0, 3.0), Outcome(4.0, 4.0)]
+    assert km_median(tie) == 2.0  # S(2) = 0.5 exactly: the smallest t with S(t) <= 0.5
+
+
+def test_paired_ratio_is_the_geometric_mean_with_a_t_interval_on_the_log_scale():
+    base, mine = {0: 60.0, 1: 62.0, 2: 64.0, 3: 50.0}, {0: 30.0, 1: 40.0, 2: 32.0}
+    got = paired_ratio(base, mine)  # seed 3 has no pair
+    logs = np.log([2.0, 62 / 40, 2.0])
+    half = T_975[2] * logs.std(ddof=1) / math.sqrt(3)
+    assert got.count == 3 and got.mean == pytest.approx(math.exp(logs.mean()))
+    assert (got.low, got.high) == pytest.approx(
+        (math.exp(logs.mean() - half), math.exp(logs.mean() + half))
+    )
+    assert paired_ratio(base, {7: 1.0}) is None
+
+
+def test_labels_say_only_what_the_interval_and_the_floor_allow():
+    clear = Spread(1.5, 1.3, 1.7, 5)
+    assert label(clear, None) == FASTER  # no A/A declared: the interval alone
+    assert label(Spread(0.6, 0.5, 0.7, 5), None) == SLOWER
+    assert label(Spread(1.2, 0.9, 1.5, 5), None) == UNCLEAR  # the interval holds 1
+    assert label(Spread(1.0, 1.0, 1.0, 5), None) == UNCLEAR  # e.g. both censored at h
+    assert label(Spread(1.5, 1.5, 1.5, 1), None) == UNCLEAR  # one pair: no interval
+    assert label(None, None) == UNCLEAR
+    floor = noise_floor([Spread(1.18, 1.04, 1.6, 5)])  # A/A ratio 1.18 (1.04–1.6)
+    assert floor == pytest.approx(math.log(1.6))
+    assert label(clear, floor) == UNCLEAR  # 1.5 excludes 1 but lies within the floor
+    assert label(Spread(2.0, 1.8, 2.2, 5), floor) == FASTER
+    assert label(Spread(0.5, 0.45, 0.55, 5), floor) == SLOWER  # beyond the floor both ways
+
+
+def test_the_floor_is_the_widest_a_a_interval_and_unmeasured_without_two_pairs():
+    assert noise_floor([Spread(1.0, 0.8, 1.1, 3), Spread(1.1, 1.05, 1.2, 3)]) == pytest.approx(
+        abs(math.log(0.8))
+    )
+    assert noise_floor([Spread(1.1, 1.1, 1.1, 1)]) == math.inf
+    assert noise_floor([None]) == noise_floor([]) == math.inf
+    assert label(Spread(9.0, 8.0, 10.0, 5), math.inf) == UNCLEAR
+
+
+def test_a_smoothed_crossing_needs_the_mean_of_the_last_evaluations():
+    """One lucky evaluation at 0.61 between 0.55s crosses 0.6 by default, not smoothed."""
+    accuracy = np.array([0.3, 0.55, 0.61, 0.55, 0.6, 0.62, 0.64])
+    times = np.arange(7.0) * 10
+    assert crossing(accuracy, 0.6) == 2 and first_reach(times, accuracy, 0.6) == 20.0
+    assert crossing(accuracy, 0.6, smooth=3) == 6  # mean(0.6, 0.62, 0.64) = 0.62
+    assert first_reach(times, accuracy, 0.6, smooth=3) == 60.0
+    assert crossing(np.array([0.7, 0.1]), 0.6, smooth=3) == 0  # fewer at the start
+    assert crossing(accuracy, 0.7, smooth=2) is None
