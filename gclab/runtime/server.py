@@ -34,6 +34,7 @@ from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
 from gclab.runtime.pool import Pool, WorkerPool
+from gclab.runtime.timing import Stopwatch, resolve
 from gclab.runtime.worker import Shard, WorkerSpec
 from gclab.tracking.run import RunRecorder
 
@@ -228,6 +229,10 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
     server = ParameterServer(plan)
     decoder = scheme.decoder(server.num_params)
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
+    # the server's work, measured as a worker's compute is (CPU time of this thread with one
+    # torch thread), so other load on the machine does not inflate network.server_time
+    cluster = plan.cluster
+    server_watch = Stopwatch(resolve("auto", cluster.server_device, cluster.server_threads))
     start = 0
     if plan.resume:
         start, coding = recorder.resume(server, plan.protocol)
@@ -265,13 +270,15 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         packets.update({(r, w): rep.packet for w, rep in reports.items() if not failed[w]})
         # decode latency: coefficient lookup + combine, not the optimizer step
         decode_start = time.perf_counter()
+        server_watch.start()
         # drain rounds (r >= num_jobs) start jobs that do not exist: never decode them
         decoded = [j for j in decoder.decodable() if j < plan.num_jobs]
         gradients = [decoder.decode(job) for job in decoded]
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
         applied = [a for job, g in zip(decoded, gradients) for a in server.submit(job, g)]
         # the server's work on the clock (network.server_time): decode and optimizer steps
-        server_seconds = time.perf_counter() - decode_start
+        server_watch.host_part()
+        server_seconds = server_watch.stop()
         outcome = plan.protocol.charge(outcome, server_seconds)
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
