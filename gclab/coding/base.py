@@ -668,17 +668,18 @@ def combine_sums(
 
     Memory-bound, so it reads every vector exactly once: chunk by chunk the vectors
     (float32 packets or float64 values) are widened into a cache-resident float64 block
-    and one small matrix product per sum writes its ``m`` interleaved streams (float64
-    accumulation, no gradient-sized temporaries). Unit weights (FR groups, uncoded, M-SGC's
-    D1 chunks) skip the product: the widened rows are added. Complex weights read every
-    vector as pairs of floats (see :class:`LinearScheme`). With ``total`` (real weights,
-    ``m = 1``) the sums' sum is appended, added while each chunk is in cache: a decoder
-    that keeps per-group results (pipelined FR) saves a pass per group.
+    and one small matrix product per sum writes its ``m`` streams, interleaved into the
+    result (float64 accumulation, no gradient-sized temporaries). Unit weights (FR groups,
+    uncoded, M-SGC's D1 chunks) skip the product: the widened rows are added. Complex
+    weights read every vector as pairs of floats (see :class:`LinearScheme`). With
+    ``total`` (real weights, ``m = 1``) the sums' sum is appended, added while each chunk
+    is in cache: a decoder that keeps per-group results (pipelined FR) saves a pass per
+    group. ``outputs`` supplies the result arrays (else they are allocated).
     """
     if not sums:
         raise ValueError("combine_sums needs at least one sum.")
     pairs = any(np.iscomplexobj(weights) for _, weights in sums)
-    if total and (pairs or any(weights.shape[0] != 1 for _, weights in sums)):
+    if total and (pairs or any(np.shape(weights)[0] != 1 for _, weights in sums)):
         raise ValueError("combine_sums(total=True) adds real single-stream sums only.")
     dtype = np.complex128 if pairs else np.float64
     plans = []
@@ -687,16 +688,18 @@ def combine_sums(
             vectors = [as_streams(v, 1, pairs=True)[:, 0] for v in vectors]
         weights = np.asarray(weights, dtype=dtype)
         unit = weights.shape[0] == 1 and bool(np.all(weights == 1))
-        plans.append((vectors, weights.T.copy(), unit))  # C^T: the block's rows are vectors
-    length = plans[0][0][0].size
+        plans.append((vectors, weights, unit))
+    length = plans[0][0][0].size  # stream positions (pairs: complex numbers)
     rows = sum(len(vectors) for vectors, _, _ in plans) * (2 if pairs else 1)
     chunk = max(1024, min(COMBINE_CHUNK, COMBINE_BLOCK // rows))
+    streams = [weights.shape[0] for _, weights, _ in plans] + ([1] if total else [])
     results = []
-    for _, weights, _ in plans + ([(None, np.ones((1, 1)), True)] if total else []):
-        size = length * weights.shape[1] * (2 if pairs else 1)
+    for m in streams:
+        size = length * m * (2 if pairs else 1)
         flat = outputs.take(size) if outputs is not None else np.empty(size)
-        results.append(flat.view(dtype).reshape(length, -1))
+        results.append(flat.view(dtype).reshape(length, m))
     block = np.empty((max(len(v) for v, _, _ in plans), min(chunk, length)), dtype=dtype)
+    scratch = np.empty((max(streams), block.shape[1]), dtype=dtype)
     for lo in range(0, length, chunk):
         hi = min(lo + chunk, length)
         for (vectors, weights, unit), out in zip(plans, results):
@@ -706,13 +709,18 @@ def combine_sums(
                 for i, vector in enumerate(vectors[1:]):
                     part[i] = vector[lo:hi]
                     into[:, 0] += part[i]
-            else:
-                for i, vector in enumerate(vectors):
-                    part[i] = vector[lo:hi]
-                np.matmul(part.T, weights, out=into)
+                continue
+            for i, vector in enumerate(vectors):
+                part[i] = vector[lo:hi]
+            if len(weights) == 1:
+                np.matmul(weights, part, out=into.T)
+            elif not pairs:
+                np.matmul(part.T, weights.T, out=into)
+            else:  # [m, chunk] in cache, then interleaved: a complex [chunk, K]·[K, m] is slow
+                into[:] = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo]).T
         if total:
-            into = results[-1][lo:hi, 0]
-            into[:] = results[0][lo:hi, 0]
+            into = results[-1][lo:hi]
+            into[:] = results[0][lo:hi]
             for out in results[1:-1]:
-                into += out[lo:hi, 0]
+                into += out[lo:hi]
     return [out.reshape(-1).view(np.float64)[:grad_size] for out in results]
