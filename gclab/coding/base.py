@@ -717,7 +717,9 @@ def combine_sums(
             elif not pairs:
                 np.matmul(part.T, weights.T, out=into)
             else:  # [m, chunk] in cache, then interleaved: a complex [chunk, K]·[K, m] is slow
-                into[:] = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo]).T
+                streams = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo])
+                for u, stream in enumerate(streams):
+                    into[:, u] = stream
         if total:
             into = results[-1][lo:hi]
             into[:] = results[0][lo:hi]
