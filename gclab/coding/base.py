@@ -634,13 +634,19 @@ class Outputs:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.arrays: list[np.ndarray] = []
+        self.arrays: list[np.ndarray] = [np.empty(0)]
+        # the count of an array only the pool holds, as :meth:`take` sees it (the list, and
+        # whatever references the loop itself takes on this Python version)
+        self.idle = self._counts()[0]
+        self.arrays.clear()
+
+    def _counts(self) -> list[int]:
+        return [sys.getrefcount(array) for array in self.arrays]
 
     def take(self, size: int) -> np.ndarray:
         """An uninitialised float64 array of ``size`` values that nobody else refers to."""
-        for array in self.arrays:
-            # references: the list, the loop variable and getrefcount's argument
-            if array.size == size and sys.getrefcount(array) <= 3:
+        for array, count in zip(self.arrays, self._counts()):
+            if array.size == size and count <= self.idle:
                 return array
         array = np.empty(size)
         if len(self.arrays) < self.limit:
