@@ -148,7 +148,9 @@ class Decoder(ABC):
         """Return job's gradient (float64; ``None`` in symbolic mode) and forget it.
 
         Raises :class:`DecodeError` when the job is not decodable or when the residual
-        check of its decoding coefficients fails: never a silently wrong gradient.
+        check of its decoding coefficients fails: never a silently wrong gradient. A later
+        decode may write into the returned array's memory once nothing refers to it or to
+        a view of it any more (:class:`Outputs`), so hold the array, not a raw pointer.
         """
 
     @abstractmethod
@@ -723,8 +725,8 @@ def combine_sums(
             elif not pairs:
                 np.matmul(part.T, weights.T, out=into)
             else:  # [m, chunk] in cache, then interleaved: a complex [chunk, K]·[K, m] is slow
-                streams = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo])
-                for u, stream in enumerate(streams):
+                product = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo])
+                for u, stream in enumerate(product):
                     into[:, u] = stream
         if total:
             into = results[-1][lo:hi]
