@@ -634,13 +634,13 @@ class Outputs:
     ``limit`` arrays are kept; beyond that, results are allocated as before.
     """
 
+    #: The count of an array only the pool holds, as :meth:`take` sees it (the list, and
+    #: whatever references the count itself takes on this Python version); measured once.
+    idle: ClassVar[int]
+
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.arrays: list[np.ndarray] = [np.empty(0)]
-        # the count of an array only the pool holds, as :meth:`take` sees it (the list, and
-        # whatever references the loop itself takes on this Python version)
-        self.idle = self._counts()[0]
-        self.arrays.clear()
+        self.arrays: list[np.ndarray] = []
 
     def _counts(self) -> list[int]:
         return [sys.getrefcount(array) for array in self.arrays]
@@ -654,6 +654,16 @@ class Outputs:
         if len(self.arrays) < self.limit:
             self.arrays.append(array)
         return array
+
+
+def _idle_count() -> int:
+    """:attr:`Outputs.idle`: the count :meth:`Outputs.take` sees for a pool's only array."""
+    probe = Outputs(limit=1)
+    probe.arrays.append(np.empty(0))
+    return probe._counts()[0]
+
+
+Outputs.idle = _idle_count()
 
 
 def combine(
