@@ -47,8 +47,10 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # before numpy loads its BLAS
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 from common import machine  # noqa: E402
@@ -84,7 +86,7 @@ class Reads:
         self.vectors: list[np.ndarray] = []
         self.original = base.combine_sums
 
-    def __call__(self, sums: Sequence[base.Sum], *args, **kwargs) -> list[np.ndarray]:
+    def __call__(self, sums: Sequence[base.Sum], *args: Any, **kwargs: Any) -> list[np.ndarray]:
         for vectors, _ in sums:
             self.vectors.extend(vectors)
         return self.original(sums, *args, **kwargs)
@@ -100,7 +102,7 @@ def inplace_pass(vectors: list[np.ndarray], stand_ins: list[np.ndarray], acc: np
     A float64 vector counts as two float32 vectors of its length, read from
     ``stand_ins`` (its own bytes read as float32 hold NaNs and subnormals, which are slow).
     """
-    spare = iter(stand_ins)
+    spare = itertools.cycle(stand_ins)  # enough for every scheme here; cycled to be safe
     flat = []
     for v in vectors:
         flat += [v] if v.dtype == np.float32 else [next(spare)[: v.size] for _ in range(2)]
