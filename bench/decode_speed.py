@@ -1,97 +1,227 @@
-"""Decode speed: (coefficient lookup + combine) per scheme vs a plain sum of the same packets.
+"""Decode speed: every scheme's decode of a round against one in-place float32 pass over
+the vectors that decode reads, on one thread.
 
-n=16, s=3, l=11.2M float32 (ResNet-18): each scheme's decoder is warmed on the straggler
-set (so the weights are cached, as in training), then a fresh round's packets are
-received and ``decode`` is timed; beside it ``torch.stack(...).sum(0)`` on as many
-gradient-length vectors as the decode reads. Sequential schemes (T > 0) decode, as the
-runtime does, the oldest decodable job after each round: pipelined ones job r (delay 0)
-from 13 packets and T earlier decoded jobs, SR-SGC job r from its 13 GC packets, M-SGC
-(no stragglers: permanent ones break its model) job r − T from its n(W−1) D1 chunks and
-B·(n−λ) D2 slots. A pipelined decode also reads the float64 values of the T earlier
-jobs of each block, bytes the plain sum of the packets does not read, so a second plain
-sum reads the same bytes (each float64 value as two more float32 vectors). Then the
-first-time coefficient solve
-(weights + residual check) for new straggler sets at n=256, s=15 (pipelined: a new
-erasure pattern over the T+1 rounds of a window). Best of 7 interleaved runs (2 with
-``--quick``).
+For each model's gradient length (``cnn``: 356,810 floats, ``resnet18``: 11,173,962),
+n = 4 and n = 16, and each scheme with its config defaults, a decoder is fed random
+float32 packets round after round, without loss and with Bernoulli(0.1) losses (a
+seeded pattern of 6 rounds, repeated, so that the patterns recur as in a long run). A
+job still not decodable at its deadline gets the packets ``wanted`` names (the
+protocol's recovery). Per round, ``decodable()`` and the decode of every decodable job
+are timed together, as the driver's ``decode_ms`` does.
 
-Both sides run on one thread by default: ``combine`` is single-threaded (splitting it
-over Python threads was slower here: its per-chunk loop holds the GIL and numpy's BLAS
-threads oversubscribe the cores) and the driver runs with ``cluster.server_threads=1``;
-``--threads 2`` gives torch's plain sum two threads against the same one-thread decode.
+* **steady state**: the median over rounds that solved nothing new (every decoding
+  weight came from a cache);
+* **first time**: the median over rounds that solved a new erasure pattern (weights,
+  residual check), reported apart;
+* **ratio**: the median over those rounds of decode / baseline of the same round;
+* **baseline**: right after each timed round, one in-place float32 pass over the vectors
+  the round's decodes read (recorded from ``combine_sums``): ``acc = v0 + v1``, then
+  ``acc += v`` for each further vector, numpy ufuncs with ``out=``, no allocation. A
+  float64 vector a pipelined decode reads (a decoded job still in its window) counts as
+  the two float32 vectors of its bytes.
+* **result write**: filling the round's float64 results once, a floor for any decode:
+  a CCE code's result (m > 1) is m times longer than a packet and twice as wide, so it
+  alone outweighs a pass over the m-times-shorter packets.
 
-    python bench/decode_speed.py [--quick]
+The previous round's results are held until this round's decode ends, as the driver
+holds its ``gradients``: result arrays are reused only once dropped
+(:class:`gclab.coding.base.Outputs`).
+
+Then the first-time coefficient solve alone for new straggler sets at n = 256, s = 15
+(pipelined: a new erasure pattern over the T+1 rounds of a window).
+
+BLAS and OpenMP are pinned to one thread before numpy loads (the driver's default
+``cluster.server_threads=1``). Both sides are timed in this thread's CPU time (user and
+system: page faults count): on an idle machine that is the elapsed time, and on a
+shared one it leaves out the time other jobs hold the core (``--wall`` times elapsed).
+
+    python bench/decode_speed.py [--quick]     # --quick: cnn only, n = 4 and 16
+    python bench/decode_speed.py --models resnet18 --workers 4 --no-solves
 """
 
 from __future__ import annotations
 
-import argparse
-import math
-import time
+import os
 
-import numpy as np
-import torch
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy loads its BLAS
 
-from gclab.coding.base import LinearScheme, Scheme
-from gclab.coding.cce import CCECR, CCEFR
-from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
-from gclab.coding.pipelined import PipelinedCR, PipelinedFR
-from gclab.coding.sgc import MSGC, SRSGC
-from gclab.coding.uncoded import Uncoded
-from gclab.errors import DecodeError
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+from common import machine  # noqa: E402
+
+from gclab.coding import base, pipelined  # noqa: E402
+from gclab.coding.base import Decoder, LinearScheme, Scheme  # noqa: E402
+from gclab.coding.cce import CCECR, CCEFR  # noqa: E402
+from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers  # noqa: E402
+from gclab.coding.pipelined import PipelinedCR, PipelinedFR  # noqa: E402
+from gclab.coding.sgc import MSGC, SRSGC  # noqa: E402
+from gclab.coding.uncoded import Uncoded  # noqa: E402
+from gclab.errors import DecodeError  # noqa: E402
+
+MODELS = {"cnn": 356_810, "resnet18": 11_173_962}  # parameters of gclab.ml.models
+
+#: Every scheme of gclab/conf/scheme/ with its config defaults.
+SCHEMES: list[Callable[[int], Scheme]] = [
+    Uncoded, IgnoreStragglers, ClassicFR, ClassicCR, CCEFR, CCECR,
+    PipelinedFR, PipelinedCR, SRSGC, MSGC,
+]  # fmt: skip
+
+PERIOD, LOSS = 6, 0.1  # loss patterns: Bernoulli(LOSS), PERIOD rounds, repeated
+
+#: The clock of the decode table: this thread's CPU time (``--wall``: elapsed time).
+clock = time.thread_time
 
 
-def vectors_read(scheme: Scheme, received: int) -> int:
-    """Gradient-length vectors one decode reads (M-SGC: its D1 chunks and D2 slots)."""
-    if isinstance(scheme, MSGC):
-        return scheme.n * (scheme.W - 1) + scheme.groups * (scheme.n - scheme.lam)
-    return received
+class Reads:
+    """Records the vectors every decode reads: wraps ``combine_sums``, which every decoder
+    calls (through ``combine`` or directly)."""
+
+    def __init__(self) -> None:
+        self.vectors: list[np.ndarray] = []
+        self.original = base.combine_sums
+
+    def __call__(self, sums: Sequence[base.Sum], *args: Any, **kwargs: Any) -> list[np.ndarray]:
+        for vectors, _ in sums:
+            self.vectors.extend(vectors)
+        return self.original(sums, *args, **kwargs)
+
+    def install(self) -> None:
+        for module in (base, pipelined):
+            module.combine_sums = self
 
 
-def decode_time(scheme: Scheme, length: int, stragglers: set[int], repeats: int) -> tuple:
-    """(decode s, plain sum of the packets s, plain sum of every byte decode reads s, earlier
-    decoded values read): the last two differ from the packets for pipelined codes, whose
-    decode of job t also reads the float64 values of jobs t−T..t−1 (per block)."""
-    size = math.ceil(length * scheme.packet_fraction)
-    rng = np.random.default_rng(0)
-    received = {
-        w: rng.standard_normal(size, dtype=np.float32)
-        for w in range(scheme.n)
-        if w not in stragglers
-    }
+def inplace_pass(vectors: list[np.ndarray], stand_ins: list[np.ndarray], acc: np.ndarray) -> float:
+    """Seconds of one in-place float32 pass over ``vectors``.
+
+    A float64 vector counts as two float32 vectors of its length, read from
+    ``stand_ins`` (its own bytes read as float32 hold NaNs and subnormals, which are slow).
+    """
+    spare = itertools.cycle(stand_ins)  # enough for every scheme here; cycled to be safe
+    flat = []
+    for v in vectors:
+        flat += [v] if v.dtype == np.float32 else [next(spare)[: v.size] for _ in range(2)]
+    size = min(v.size for v in flat)
+    start = clock()
+    if len(flat) == 1:
+        np.copyto(acc[:size], flat[0][:size])
+    else:
+        np.add(flat[0][:size], flat[1][:size], out=acc[:size])
+        for v in flat[2:]:
+            np.add(acc[:size], v[:size], out=acc[:size])
+    return clock() - start
+
+
+def result_write(results: list[np.ndarray], sink: np.ndarray) -> float:
+    """Seconds to write the round's float64 results once (a floor no decode can beat)."""
+    start = clock()
+    for result in results:
+        sink[: result.size].fill(0.0)
+    return clock() - start
+
+
+def solves(decoder: Decoder) -> int:
+    """Erasure patterns solved so far: the sizes of the decoder's weight caches."""
+    caches = (
+        getattr(decoder, "_cache", ()),  # static codes
+        getattr(decoder.scheme, "_solutions", ()),  # pipelined codes
+        getattr(getattr(decoder, "weights", None), "cache", ()),  # SR-SGC, M-SGC
+    )
+    return sum(len(c) for c in caches)
+
+
+def losses(n: int, lossy: bool) -> list[set[int]]:
+    """The erased workers of each round of one period."""
+    rng = np.random.default_rng(n)
+    return [
+        set(np.flatnonzero(rng.random(n) < LOSS).tolist()) if lossy else set()
+        for _ in range(PERIOD)
+    ]
+
+
+def run(
+    scheme: Scheme,
+    length: int,
+    pool: list[np.ndarray],
+    lossy: bool,
+    acc: np.ndarray,
+    sink: np.ndarray,
+) -> dict:
+    """Feed rounds to a fresh decoder; per-round decode and baseline seconds, by kind."""
+    size = int(np.ceil(length * scheme.packet_fraction))
+    packets = [p[:size] for p in pool]
     decoder = scheme.decoder(length)
-    counter = iter(range(10**6))
-    earlier = [0]
-
-    def decode() -> float:
-        round = next(counter)
-        for w, packet in received.items():
-            decoder.receive(round, w, packet)
+    reads = base.combine_sums
+    pattern = losses(scheme.n, lossy)
+    stand_ins = [half for p in pool for half in (p[:length], p[length:])]
+    steady, first, plain, write, read, results = [], [], [], [], [], []
+    rounds = scheme.T + PERIOD * (2 if length > 1_000_000 else 8)  # small ones are cheap
+    for r in range(rounds + scheme.T):  # the last T rounds drain the pipeline
+        decoder.plan(r)
+        lost = pattern[r % PERIOD] if r < rounds else set(range(scheme.n))
+        workers = [w for w in range(scheme.n) if w not in lost]
+        decoder.receive_many(r, workers, [packets[w] for w in workers])
+        before, reads.vectors, held = solves(decoder), [], results
+        start = clock()
         ready = decoder.decodable()
-        if not ready:
-            return decode()
-        earlier[0] = sum(len(v) for v in getattr(decoder, "values", ()))
-        start = time.perf_counter()
-        decoder.decode(ready[0])
-        return time.perf_counter() - start
+        results = [decoder.decode(job) for job in ready]
+        due = r - scheme.T
+        if due >= 0 and due not in ready:
+            for rr, w in decoder.wanted(due):  # recovery: the packets it needs
+                decoder.receive(rr, w, packets[w])
+            results += [decoder.decode(job) for job in decoder.decodable()]
+        seconds = clock() - start
+        del held  # the driver holds a round's gradients until the next round's decode
+        if not reads.vectors:
+            continue
+        if solves(decoder) > before:
+            first.append(seconds)
+        else:
+            steady.append(seconds)
+            plain.append(inplace_pass(reads.vectors, stand_ins, acc))
+            write.append(result_write(results, sink))
+            read.append(sum(v.nbytes for v in reads.vectors) / (4 * length))
+    return {
+        "steady": float(np.median(steady)) if steady else float("nan"),
+        # per round, against the pass right after it: other load on the machine cancels
+        "ratio": float(np.median(np.divide(steady, plain))) if steady else float("nan"),
+        "plain": float(np.median(plain)) if plain else float("nan"),
+        "write": float(np.median(write)) if write else float("nan"),
+        "first": float(np.median(first)) if first else float("nan"),
+        "vectors": float(np.median(read)) if read else float("nan"),
+    }
 
-    for _ in range(scheme.T + 1):  # solve and cache the weights; fill the T earlier values
-        decode()
-    plain = -(-length // getattr(scheme, "m", 1))
-    vector = rng.standard_normal(plain, dtype=np.float32)
-    packets = vectors_read(scheme, len(received))
-    tensors = [torch.from_numpy(vector.copy()) for _ in range(packets + 2 * earlier[0])]
 
-    def plain_sum(count: int) -> float:
-        start = time.perf_counter()
-        torch.stack(tensors[:count]).sum(0)
-        return time.perf_counter() - start
-
-    # interleaved, best of each: page faults of the large outputs (transparent huge pages
-    # or not) swing single timings up to 2x, and interleaving exposes all three to the
-    # same memory state
-    runs = [(decode(), plain_sum(packets), plain_sum(len(tensors))) for _ in range(repeats)]
-    return (*(min(column) for column in zip(*runs)), earlier[0])
+def table(models: list[str], workers: list[int]) -> None:
+    print(
+        "| scheme | model | n | loss | float32 vectors read | steady decode (ms) "
+        "| in-place pass (ms) | ratio | result write (ms) | first-time round (ms) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for model in models:
+        length = MODELS[model]
+        for n in workers:
+            longest = 2 * length  # M-SGC's packets: W − 1 + B = 2 slots
+            pool = [rng.standard_normal(longest, dtype=np.float32) for _ in range(n)]
+            acc = np.empty(length, dtype=np.float32)
+            sink = np.zeros(length)
+            for make in SCHEMES:
+                scheme = make(n)
+                for lossy in (False, True):
+                    got = run(scheme, length, pool, lossy, acc, sink)
+                    ms = {k: f"{got[k] * 1e3:.1f}" for k in ("steady", "plain", "write", "first")}
+                    print(
+                        f"| {scheme.describe()} | {model} | {n} | {'p=0.1' if lossy else 'none'} "
+                        f"| {got['vectors']:.1f} | {ms['steady']} | {ms['plain']} "
+                        f"| {got['ratio']:.2f} | {ms['write']} | {ms['first']} |",
+                        flush=True,
+                    )
 
 
 def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
@@ -124,46 +254,7 @@ def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
     return total / patterns, failed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="l = 1.12M, 2 repeats")
-    parser.add_argument(
-        "--threads", type=int, default=1,
-        help="torch threads of the plain sum (default 1: decode runs on one thread, as the "
-        "driver does with its default cluster.server_threads=1)",
-    )  # fmt: skip
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    length, repeats = (1_120_000, 2) if args.quick else (11_200_000, 7)
-    n, s = 16, 3
-    stragglers = {1, 6, 11}  # one per FR group of 4, so every scheme decodes
-    schemes = [
-        Uncoded(n),
-        IgnoreStragglers(n, s),
-        ClassicFR(n, s),
-        ClassicCR(n, s),
-        ClassicCR(n, s, construction="real"),
-        ClassicCR(n, s, construction="tandon"),
-        CCECR(n, s, 2),
-        CCECR(n, s, 2, construction="real"),
-        CCEFR(n, s, 5),
-        PipelinedCR(n, s, 2),
-        PipelinedFR(n, s, 2),
-        SRSGC(n, 1, 2, 6),  # s = 3
-        MSGC(n, 1, 2, 3),
-    ]
-    print(f"n={n}, s={s}, l={length:,} float32, torch threads={torch.get_num_threads()}\n")
-    print(
-        "| scheme | packets (+ earlier values) | decode (ms) | plain sum of packets (ms) | ratio "
-        "| plain sum of the same bytes (ms) | ratio |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for scheme in schemes:
-        out = set() if isinstance(scheme, Uncoded | MSGC) else stragglers
-        ours, plain, same, earlier = decode_time(scheme, length, out, repeats)
-        read = f"{vectors_read(scheme, n - len(out))}" + (f" (+{earlier})" if earlier else "")
-        times = f"{ours * 1e3:.0f} | {plain * 1e3:.0f} | {ours / plain:.2f}"
-        print(f"| {scheme.describe()} | {read} | {times} | {same * 1e3:.0f} | {ours / same:.2f} |")
+def solve_table() -> None:
     print("\nFirst-time coefficient solve for a new straggler set, n=256 (mean of 20):\n")
     print("| scheme | construction (s) | solve (ms) | residual-check failures |")
     print("|---|---|---|---|")
@@ -184,6 +275,25 @@ def main() -> None:
         built = time.perf_counter() - start
         solve, failed = solve_time(scheme, 20)
         print(f"| {scheme.describe()} | {built:.2f} | {solve * 1e3:.2f} | {failed}/20 |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the small CNN only")
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--workers", nargs="+", type=int, default=[4, 16])
+    parser.add_argument("--no-solves", action="store_true", help="skip the n = 256 solve table")
+    parser.add_argument("--wall", action="store_true", help="elapsed time, not thread CPU time")
+    args = parser.parse_args()
+    global clock
+    clock = time.perf_counter if args.wall else time.thread_time
+    print(f"# {machine()}")
+    print(f"# one thread; losses: none, or Bernoulli({LOSS}) over {PERIOD} rounds, repeated")
+    print(f"# clock: {'elapsed time' if args.wall else 'thread CPU time'}\n")
+    Reads().install()
+    table(["cnn"] if args.quick else args.models, args.workers)
+    if not args.no_solves:
+        solve_table()
 
 
 if __name__ == "__main__":

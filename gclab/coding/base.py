@@ -23,6 +23,7 @@ Vocabulary (docs/design.md, "Notation" and "The scheme contract"):
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -95,6 +96,8 @@ class Decoder(ABC):
     def __init__(self, scheme: Scheme, grad_size: int | None) -> None:
         self.scheme = scheme
         self.grad_size = grad_size
+        # results of this round and the last (the driver holds those until the next round)
+        self.outputs = Outputs(limit=3)
 
     @property
     def symbolic(self) -> bool:
@@ -145,7 +148,9 @@ class Decoder(ABC):
         """Return job's gradient (float64; ``None`` in symbolic mode) and forget it.
 
         Raises :class:`DecodeError` when the job is not decodable or when the residual
-        check of its decoding coefficients fails: never a silently wrong gradient.
+        check of its decoding coefficients fails: never a silently wrong gradient. A later
+        decode may write into the returned array's memory once nothing refers to it or to
+        a view of it any more (:class:`Outputs`), so hold the array, not a raw pointer.
         """
 
     @abstractmethod
@@ -596,7 +601,7 @@ class LinearDecoder(Decoder):
         self._decoded.add(job)
         if self.symbolic:
             return None
-        return combine([packets[w] for w in used], weights, self.grad_size)
+        return combine([packets[w] for w in used], weights, self.grad_size, self.outputs)
 
     def wanted(self, job: int) -> list[tuple[int, int]]:
         if job in self._decoded:
@@ -608,46 +613,134 @@ class LinearDecoder(Decoder):
         return round < jobs and round not in self._decoded
 
 
-#: Stream positions combined per pass (at most): ``packets × chunk`` float64 values stay in cache.
+#: Stream positions combined per pass (at most): ``vectors × chunk`` float64 values stay in cache.
 COMBINE_CHUNK = 1 << 14
 
-#: Float64 values per pass: the block is narrowed for many packets (M-SGC reads n(W−1) and
-#: more vectors, n = 256 reads 241), so that ``packets × chunk`` stays in cache (BENCHMARKS.md).
+#: Float64 values per pass: the chunk is narrowed for many vectors (M-SGC reads n(W−1) and
+#: more, n = 256 reads 241), so that ``vectors × chunk`` stays in cache (BENCHMARKS.md).
 COMBINE_BLOCK = 1 << 17
+
+Sum = tuple[Sequence[np.ndarray], np.ndarray]
+"""``(vectors, weights C[m, len(vectors)])``: the streams ``Σ_i C[u,i]·vector_i``, u < m."""
+
+
+class Outputs:
+    """Float64 result arrays of a decoder, reused once nothing but this pool refers to them.
+
+    A fresh gradient-sized array costs about one more pass over it (the kernel zeroes each
+    page on first touch), which is most of a decode that reads one packet per FR group.
+    An array the caller or the decoder still holds, itself or through a view (a view keeps
+    its base alive), is never handed out again: CPython's reference count tells. At most
+    ``limit`` arrays are kept; beyond that, results are allocated as before.
+    """
+
+    #: The count of an array only the pool holds, as :meth:`take` sees it (the list, and
+    #: whatever references the count itself takes on this Python version); measured once.
+    idle: ClassVar[int]
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.arrays: list[np.ndarray] = []
+
+    def _counts(self) -> list[int]:
+        return [sys.getrefcount(array) for array in self.arrays]
+
+    def take(self, size: int) -> np.ndarray:
+        """An uninitialised float64 array of ``size`` values that nobody else refers to."""
+        for array, count in zip(self.arrays, self._counts()):
+            if array.size == size and count <= self.idle:
+                return array
+        array = np.empty(size)
+        if len(self.arrays) < self.limit:
+            self.arrays.append(array)
+        return array
+
+
+def _idle_count() -> int:
+    """:attr:`Outputs.idle`: the count :meth:`Outputs.take` sees for a pool's only array."""
+    probe = Outputs(limit=1)
+    probe.arrays.append(np.empty(0))
+    return probe._counts()[0]
+
+
+Outputs.idle = _idle_count()
 
 
 def combine(
-    packets: Sequence[np.ndarray],
+    vectors: Sequence[np.ndarray],
     weights: np.ndarray,
     grad_size: int,
-    total: np.ndarray | None = None,
+    outputs: Outputs | None = None,
 ) -> np.ndarray:
-    """Σ_i C[u,i]·packet_i for each stream u, interleaved back into one float64 vector.
+    """Σ_i C[u,i]·vector_i for each stream u, interleaved back into one float64 vector.
 
-    Memory-bound, so it reads every packet exactly once: chunk by chunk the packets are
-    widened into a cache-resident float64 block and one small matrix product writes the
-    ``m`` interleaved output streams (float64 accumulation, no full-size temporaries).
-    Complex weights read every packet as pairs of floats (see :class:`LinearScheme`).
-    ``total`` (real weights, ``m = 1``), if given, also gets the result added, chunk by
-    chunk while it is in cache: a decoder summing per-group results saves a pass.
+    The single-sum case of :func:`combine_sums`; ``outputs`` supplies the result array.
     """
-    m, count = weights.shape
-    pairs = np.iscomplexobj(weights)
-    if total is not None and (pairs or m != 1):
-        raise ValueError("combine(total=...) adds one real stream: real weights with m = 1.")
-    if pairs:
-        packets = [as_streams(p, 1, pairs=True)[:, 0] for p in packets]
-    length = packets[0].size
-    chunk = max(1024, min(COMBINE_CHUNK, COMBINE_BLOCK // count))
+    return combine_sums([(vectors, weights)], grad_size, outputs=outputs)[0]
+
+
+def combine_sums(
+    sums: Sequence[Sum], grad_size: int, total: bool = False, outputs: Outputs | None = None
+) -> list[np.ndarray]:
+    """Each sum ``Σ_i C[u,i]·vector_i`` (streams interleaved) as a float64 vector, in one pass.
+
+    Memory-bound, so it reads every vector exactly once: chunk by chunk the vectors
+    (float32 packets or float64 values) are widened into a cache-resident float64 block
+    and one small matrix product per sum writes its ``m`` streams, interleaved into the
+    result (float64 accumulation, no gradient-sized temporaries). Unit weights (FR groups,
+    uncoded, M-SGC's D1 chunks) skip the product: the widened rows are added. Complex
+    weights read every vector as pairs of floats (see :class:`LinearScheme`). With
+    ``total`` (real weights, ``m = 1``) the sums' sum is appended, added while each chunk
+    is in cache: a decoder that keeps per-group results (pipelined FR) saves a pass per
+    group. ``outputs`` supplies the result arrays (else they are allocated).
+    """
+    if not sums:
+        raise ValueError("combine_sums needs at least one sum.")
+    pairs = any(np.iscomplexobj(weights) for _, weights in sums)
+    if total and (pairs or any(np.shape(weights)[0] != 1 for _, weights in sums)):
+        raise ValueError("combine_sums(total=True) adds real single-stream sums only.")
     dtype = np.complex128 if pairs else np.float64
-    out = np.empty((length, m), dtype=dtype)
-    block = np.empty((count, min(chunk, length)), dtype=dtype)
+    plans = []
+    for vectors, weights in sums:
+        if pairs:
+            vectors = [as_streams(v, 1, pairs=True)[:, 0] for v in vectors]
+        weights = np.asarray(weights, dtype=dtype)
+        unit = weights.shape[0] == 1 and bool(np.all(weights == 1))
+        plans.append((vectors, weights, unit))
+    length = plans[0][0][0].size  # stream positions (pairs: complex numbers)
+    rows = sum(len(vectors) for vectors, _, _ in plans) * (2 if pairs else 1)
+    chunk = max(1024, min(COMBINE_CHUNK, COMBINE_BLOCK // rows))
+    streams = [weights.shape[0] for _, weights, _ in plans] + ([1] if total else [])
+    results = []
+    for m in streams:
+        size = length * m * (2 if pairs else 1)
+        flat = outputs.take(size) if outputs is not None else np.empty(size)
+        results.append(flat.view(dtype).reshape(length, m))
+    block = np.empty((max(len(v) for v, _, _ in plans), min(chunk, length)), dtype=dtype)
+    scratch = np.empty((max(streams), block.shape[1]), dtype=dtype)
     for lo in range(0, length, chunk):
         hi = min(lo + chunk, length)
-        part = block[:, : hi - lo]
-        for i, packet in enumerate(packets):
-            part[i] = packet[lo:hi]
-        np.matmul(weights, part, out=out[lo:hi].T)
-        if total is not None:
-            total[lo:hi] += out[lo:hi, 0]
-    return out.reshape(-1).view(np.float64)[:grad_size]
+        for (vectors, weights, unit), out in zip(plans, results):
+            part, into = block[: len(vectors), : hi - lo], out[lo:hi]
+            if unit:  # Σ vectors: widen the first into the result, add the others
+                into[:, 0] = vectors[0][lo:hi]
+                for i, vector in enumerate(vectors[1:]):
+                    part[i] = vector[lo:hi]
+                    into[:, 0] += part[i]
+                continue
+            for i, vector in enumerate(vectors):
+                part[i] = vector[lo:hi]
+            if len(weights) == 1:
+                np.matmul(weights, part, out=into.T)
+            elif not pairs:
+                np.matmul(part.T, weights.T, out=into)
+            else:  # [m, chunk] in cache, then interleaved: a complex [chunk, K]·[K, m] is slow
+                product = np.matmul(weights, part, out=scratch[: len(weights), : hi - lo])
+                for u, stream in enumerate(product):
+                    into[:, u] = stream
+        if total:
+            into = results[-1][lo:hi]
+            into[:] = results[0][lo:hi]
+            for out in results[1:-1]:
+                into += out[lo:hi]
+    return [out.reshape(-1).view(np.float64)[:grad_size] for out in results]

@@ -57,11 +57,13 @@ from gclab.coding.base import (
     RESIDUAL_TOL,
     Decoder,
     Encoder,
+    Outputs,
     Part,
     Plan,
     Scheme,
     Task,
     combine,
+    combine_sums,
 )
 from gclab.coding.evaluation import (
     EvaluationCode,
@@ -286,6 +288,8 @@ class StreamDecoder(Decoder):
         self.masks: dict[int, int] = {}  # round -> bitmask of workers received
         self.packets: dict[int, dict[int, np.ndarray | None]] = {}  # in arrival order
         self.values: list[dict[int, np.ndarray]] = [{} for _ in scheme.blocks]
+        # each block keeps T + 1 values; a round decodes up to T + 1 jobs
+        self.outputs = Outputs(limit=(len(scheme.blocks) + 1) * (scheme.T + 2) + 2)
 
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
@@ -355,21 +359,22 @@ class StreamDecoder(Decoder):
                 terms.append(((-1, c), values[first + c], coef))
             terms.sort(key=lambda t: t[0])  # round, then arrival order (= classic at T = 0)
             per_block.append(terms)
-        if self.scheme.T == 0:  # nothing refers to this job later: one combine over all
-            return self._apply(sorted((t for b in per_block for t in b), key=lambda t: t[0]))
-        if len(per_block) == 1:  # CR: no extra pass; read-only, the decoder still uses it
-            value = self.values[0][first + col] = self._apply(per_block[0])
+        if self.scheme.T == 0:  # nothing refers to this job later: one sum over all
+            per_block = [sorted((t for b in per_block for t in b), key=lambda t: t[0])]
+        sums = [([t[1] for t in terms], np.array([[t[2] for t in terms]])) for terms in per_block]
+        if len(sums) == 1:
+            value = combine(*sums[0], self.grad_size, self.outputs)
+            if self.scheme.T == 0:
+                return value
+            self.values[0][first + col] = value  # CR: read-only, the decoder still uses it
             view = value.view()
             view.flags.writeable = False
             return view
-        total = np.zeros(self.grad_size)  # FR: groups add into it while still in cache
-        for values, terms in zip(self.values, per_block):
-            values[first + col] = self._apply(terms, total)
+        # FR: the groups' values and their sum in one pass
+        *groups, total = combine_sums(sums, self.grad_size, total=True, outputs=self.outputs)
+        for values, value in zip(self.values, groups):
+            values[first + col] = value
         return total
-
-    def _apply(self, terms: list, total: np.ndarray | None = None) -> np.ndarray:
-        weights = np.array([[t[2] for t in terms]])
-        return combine([t[1] for t in terms], weights, self.grad_size, total)
 
     def serves(self, round: int, jobs: int) -> bool:
         """A packet of ``round`` carries jobs ``round − T .. round`` (the accumulators)."""

@@ -391,7 +391,7 @@ class SRSGCDecoder(AdaptiveDecoder):
         if not self.symbolic:  # decodable() is exact: the simulator needs no weights
             used, weights = self.weights(tuple(got))
             packets = [self.packets[got[w]][w] for w in used]
-            result = combine(packets, weights, self.grad_size)
+            result = combine(packets, weights, self.grad_size, self.outputs)
         self.finish(job)
         return result
 
@@ -613,7 +613,7 @@ class MSGCDecoder(AdaptiveDecoder):
                 pieces += [(int(rounds[w]), w) for w in used]
                 weights += [float(c) for c in coef[0]]
             vectors = [self.slice(r, w, r - job) for r, w in pieces]
-            result = combine(vectors, np.array([weights]), self.grad_size)
+            result = combine(vectors, np.array([weights]), self.grad_size, self.outputs)
         self.finish(job)
         return result
 

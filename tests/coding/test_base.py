@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gclab.coding import base
-from gclab.coding.base import combine
+from gclab.coding.base import Outputs, combine, combine_sums
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.sgc import SRSGC
@@ -14,17 +14,70 @@ from gclab.errors import DecodeError
 from helpers.coding import decode, packets, partials
 
 
+def naive(vectors: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
+    """Σ_i C[u,i]·vector_i in float64 (complex: on float pairs), streams interleaved."""
+    if np.iscomplexobj(weights):
+        wide = [
+            np.append(v, np.zeros(v.size % 2)).astype(np.float64).view(complex) for v in vectors
+        ]
+    else:
+        wide = [v.astype(np.float64) for v in vectors]
+    return (weights @ np.stack(wide)).T.reshape(-1).view(np.float64)
+
+
 @pytest.mark.parametrize("m", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["real", "unit", "complex"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_combine_matches_naive_sum_across_chunks(m: int, dtype, monkeypatch) -> None:
-    monkeypatch.setattr(base, "COMBINE_CHUNK", 7)  # many chunks and a ragged last one
+def test_combine_matches_naive_sum_across_chunks(m: int, kind: str, dtype, monkeypatch) -> None:
+    """Several chunks and a ragged last one (1024 positions each), odd lengths for pairs."""
+    monkeypatch.setattr(base, "COMBINE_CHUNK", 1024)  # the smallest chunk combine takes
     rng = np.random.default_rng(m)
-    sent = [rng.standard_normal(30).astype(dtype) for _ in range(5)]
+    length = 2 * 1024 + 333 if kind == "complex" else 3 * 1024 + 333
+    sent = [rng.standard_normal(length).astype(dtype) for _ in range(5)]
     weights = rng.standard_normal((m, 5))
-    got = combine(sent, weights, 30 * m - 1)
-    want = np.stack([weights[u] @ np.stack(sent).astype(np.float64) for u in range(m)], axis=1)
-    assert got.dtype == np.float64 and got.shape == (30 * m - 1,)
-    np.testing.assert_allclose(got, want.reshape(-1)[: 30 * m - 1], rtol=1e-13, atol=1e-13)
+    if kind == "unit":
+        weights = np.ones((m, 5))
+    if kind == "complex":
+        weights = weights + 1j * rng.standard_normal((m, 5))
+    size = length * m - 1
+    got = combine(sent, weights, size)
+    assert got.dtype == np.float64 and got.shape == (size,)
+    np.testing.assert_allclose(got, naive(sent, weights)[:size], rtol=1e-12, atol=1e-12)
+
+
+def test_combine_sums_keeps_each_sum_and_adds_their_total(monkeypatch) -> None:
+    """Pipelined FR's groups: float32 packets and float64 values, unit and real weights."""
+    rng = np.random.default_rng(0)
+    sums = [
+        ([rng.standard_normal(2500, dtype=np.float32), rng.standard_normal(2500)],
+         np.array([[0.5, -0.25]])),
+        ([rng.standard_normal(2500, dtype=np.float32) for _ in range(3)], np.ones((1, 3))),
+    ]  # fmt: skip
+    monkeypatch.setattr(base, "COMBINE_CHUNK", 1024)
+    *groups, total = combine_sums(sums, 2500, total=True)
+    for (vectors, weights), got in zip(sums, groups):
+        np.testing.assert_allclose(got, naive(vectors, weights), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(total, groups[0] + groups[1], rtol=1e-13, atol=1e-13)
+
+
+def test_outputs_never_hand_out_an_array_someone_holds() -> None:
+    rng = np.random.default_rng(1)
+    sent = [rng.standard_normal(3000, dtype=np.float32) for _ in range(3)]
+    weights = rng.standard_normal((1, 3))
+    outputs = Outputs(limit=3)
+    first = combine(sent, weights, 3000, outputs)
+    kept = first.copy()
+    view = combine(sent, 2 * weights, 3000, outputs)[10:]  # a view keeps its array alive
+    third = combine(sent, 3 * weights, 3000, outputs)
+    np.testing.assert_array_equal(first, kept)
+    assert len({id(a.base) for a in (first, view, third)}) == 3
+    np.testing.assert_allclose(view, 2 * kept[10:], rtol=1e-13)
+    held = id(first.base)  # the pool keeps the array: its id stays its own
+    del first, view
+    fourth = combine(sent, 4 * weights, 3000, outputs)
+    assert id(fourth.base) == held  # dropped by the caller: reused
+    np.testing.assert_allclose(fourth, 4 * kept, rtol=1e-13)
+    np.testing.assert_allclose(third, 3 * kept, rtol=1e-13)
 
 
 def test_failed_residual_check_raises_instead_of_decoding() -> None:
