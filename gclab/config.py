@@ -16,6 +16,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import gclab.adapt.options  # noqa: F401  (the adapt options' schemas)
 from gclab.ml.data import CIFAR10Data, ImageFolderData, SyntheticData
 from gclab.ml.models import SmallCNN, resnet18_cifar
 from gclab.ml.optim import Schedule, StaleLR
@@ -64,6 +65,7 @@ class Config:
     data: Any = MISSING
     cluster: Any = MISSING
     delay: Any = MISSING
+    adapt: Any = MISSING  # adaptive coding (gclab/adapt/options.py): off or search
     logger: Any = MISSING
     paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 

@@ -21,6 +21,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from gclab import CONF_DIR
+from gclab.adapt.decide import controller
+from gclab.adapt.simulate import simulate_adaptive
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
@@ -109,7 +111,19 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         scheme, delay, network = prepare(cfg)
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time, cfg.sim.payload_bytes)
-        if cfg.sim.search:
+        adaptive = controller(
+            cfg, scheme, delay, network, cfg.sim.payload_bytes, *args[2:3], "sim.jobs"
+        )
+        if adaptive is not None:
+            if cfg.sim.search:
+                raise ConfigError(
+                    "adapt=search cannot be combined with sim.search=true: the adaptive run "
+                    "searches by itself; choose one."
+                )
+            if any(name in FAMILIES for name in adaptive.nodes):
+                load_kernels()  # start-up: decide_seconds times the decisions alone
+            report(simulate_adaptive(scheme, adaptive, *args), out)
+        elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)
             if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):
