@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import ray
@@ -61,6 +62,8 @@ class TrainingPlan:
     resume: bool
     models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
     stale_lr: StaleLR  # weight of a stale gradient
+    #: re-chooses the scheme online (adapt=search, gclab/adapt/decide.py); None: adapt=off
+    adapt: Any = None
 
 
 class ParameterServer:
