@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
-from gclab.adapt.decide import controller
+from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
@@ -139,6 +139,8 @@ def build(cfg: DictConfig):
     protocol = RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
     jobs_key = "train.rounds" if cfg.train.rounds else "train.epochs"
     adaptive = controller(cfg, scheme, delay, network, payload, jobs, jobs_key)
+    if adaptive is not None:
+        require_static(adaptive.nodes, scheme.n)
 
     def build_optimizer(flat):
         t = cfg.train

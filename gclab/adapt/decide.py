@@ -13,19 +13,23 @@ starts the new one at that boundary. A candidate without a grid is its option's 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
-from gclab.adapt.observe import Window, load_slope
+from gclab.adapt.observe import Observed, Window, load_slope
 from gclab.adapt.options import Search
 from gclab.coding.base import Scheme
+from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
 from gclab.sim.search import Trial, scheme_name, scheme_option, search
+
+#: Schemes whose grids hold settings with T > 0 (jobs in flight across rounds).
+PIPELINES = ("sr_sgc", "m_sgc", "pipelined_cr", "pipelined_fr")
 
 
 def controller(
@@ -61,6 +65,18 @@ def candidates(policy: Search, configured: DictConfig, n: int) -> dict[str, Dict
     for node in chosen.values():
         instantiate_checked(node, n=n)
     return chosen
+
+
+def require_static(nodes: dict[str, DictConfig], n: int) -> None:
+    """Training switches between schemes without jobs in flight (``T = 0``): refuse others."""
+    for name, node in nodes.items():
+        T = instantiate_checked(node, n=n).T
+        if T or name in PIPELINES:
+            raise ConfigError(
+                f"adapt=search in training chooses among schemes with T = 0 (uncoded, classic "
+                f"and CCE codes); {name} starts jobs that end in later rounds: leave it out of "
+                "adapt.schemes (the simulator adapts across every scheme)."
+            )
 
 
 def _settings(node: DictConfig, n: int, recovery: str) -> list[dict[str, Any]] | None:
@@ -124,8 +140,8 @@ class Controller:
         """
         begin = time.perf_counter()
         model = self.window.model(now, self.slope)
-        jobs = self.policy.window
-        args = (model, self.network, jobs, self.seed, 0.0, self.payload)
+        network = replace(self.network, server_time=self.window.server_time())
+        args = (model, network, self.policy.window, self.seed, 0.0, self.payload)
         trials: list[Trial] = []
         for node in self.nodes.values():
             own = None if _settings(node, self.n, self.network.recovery) else [{}]
@@ -149,6 +165,29 @@ class Controller:
             self.current = chosen
         self.seconds.append(time.perf_counter() - begin)
         return chosen
+
+    def state_dict(self) -> dict[str, object]:
+        """The window, the switches and the decision times, for a checkpoint."""
+        return {
+            "window": [vars(o) for o in self.window.rounds],
+            "switches": [s.record() for s in self.switches],
+            "seconds": list(self.seconds),
+        }
+
+    def load_state_dict(self, state: dict) -> Scheme | None:
+        """Continue from :meth:`state_dict`; the scheme switched to last, if any."""
+        self.window.rounds.clear()
+        self.window.rounds.extend(Observed(**o) for o in state["window"])
+        self.switches = [
+            Switch(s["job"], s["scheme"], dict(s["params"]), s["setting"])
+            for s in state["switches"]
+        ]
+        self.seconds = list(state["seconds"])
+        if not self.switches:
+            return None
+        last = self.switches[-1]
+        self.current = instantiate_checked(self.nodes[last.name], n=self.n, **last.params)
+        return self.current
 
     def summary(self) -> dict[str, object]:
         """The adaptation's record for ``summary.json``."""

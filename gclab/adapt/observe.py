@@ -42,6 +42,8 @@ class Observed:
     load: float
     #: Latency, broadcast and the packet alone on the links: the part that is no delay.
     overhead: float
+    #: Seconds of server work charged after the round.
+    server_time: float
 
 
 class Window:
@@ -59,7 +61,14 @@ class Window:
         overhead = protocol.network.latency + links.broadcast_time(protocol.n) + links.alone(size)
         arrival = np.where(outcome.lost, np.nan, outcome.arrival)
         compute = np.nan_to_num(np.asarray(outcome.compute, dtype=np.float64))
-        self.rounds.append(Observed(outcome.start, arrival, compute, float(load), overhead))
+        observed = Observed(
+            outcome.start, arrival, compute, float(load), overhead, float(outcome.server_time)
+        )
+        self.rounds.append(observed)
+
+    def server_time(self) -> float:
+        """The mean server time per round (what ``network.server_time=measured`` charged)."""
+        return float(np.mean([o.server_time for o in self.rounds]))
 
     def model(self, now: float, slope: float) -> ObservedDelays:
         """The window as a delay model, with what is known at clock time ``now``."""

@@ -91,7 +91,7 @@ def test_a_packet_not_arrived_at_the_decision_counts_as_at_least_that_late() -> 
         round=0, start=10.0, duration=2.5, close=2.5, compute=np.full(3, 0.25), arrival=arrival,
         lost=np.array([False, False, False]), late=np.array([False, False, True]),
         erased=np.array([False, False, True]), recovered=(), retransmissions=0, waited=False,
-        decodable=(0,),
+        decodable=(0,), server_time=0.1,
     )  # fmt: skip
     window.add(outcome, protocol, load=0.5, size=0.0)
     model = window.model(now=15.0, slope=0.0)  # 5 s after the round started
