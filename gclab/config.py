@@ -4,7 +4,8 @@ Importing this module registers, in Hydra's ConfigStore, the root schema
 ``config_schema`` (extended by ``gclab/conf/config.yaml``) and the schema of every
 option of the ``data``, ``model``, ``cluster`` and ``logger`` groups, derived from the
 constructors (:func:`gclab.schemas.register`); :mod:`gclab.schemas` adds the
-``scheme`` and ``delay`` groups the simulator shares.
+``scheme`` and ``delay`` groups and :mod:`gclab.adapt.options` the ``adapt`` group, which
+the simulator shares.
 """
 
 from __future__ import annotations
