@@ -26,6 +26,7 @@ from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
+from gclab.sim.fast import FAMILIES, load_kernels
 from gclab.sim.search import Trial, scheme_name, scheme_option, search
 
 #: Schemes whose grids hold settings with T > 0 (jobs in flight across rounds).
@@ -42,7 +43,8 @@ def controller(
     jobs_key: str,
 ) -> Controller | None:
     """The run's controller from its config (``None`` with ``adapt=off``); every bad
-    ``adapt`` value raises :class:`ConfigError` here, before anything starts.
+    ``adapt`` value raises :class:`ConfigError` here, before anything starts. The fast
+    search's compiled kernels are loaded here too (start-up, not decision time).
 
     ``jobs`` is the run's number of jobs, which ``jobs_key`` set.
     """
@@ -51,6 +53,8 @@ def controller(
         return None
     policy.check(jobs, jobs_key)
     nodes = candidates(policy, cfg.scheme, scheme.n)
+    if any(name in FAMILIES for name in nodes):
+        load_kernels()  # start-up: decide_seconds times the decisions alone
     return Controller(policy, nodes, scheme, delay, network, cfg.seed, payload)
 
 
