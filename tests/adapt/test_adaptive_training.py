@@ -72,3 +72,18 @@ def test_training_refuses_schemes_with_jobs_in_flight(tmp_path):
 
     with pytest.raises(ConfigError, match=r"adapt=search in training chooses among schemes with"):
         build(adaptive_config(tmp_path, "sr_sgc"))
+
+
+@pytest.mark.slow
+def test_an_actor_restarted_after_a_switch_rejoins_with_the_new_scheme(ray_session, tmp_path):
+    """On Ray: the actor hosting worker 1 crashes in round 6, after the switch to classic_cr
+    at job 5; Ray restarts it with the first scheme, the pool moves it to the new one, and
+    the packets it recomputes keep the run exact."""
+    extra = ("cluster.actors=2", "cluster.worker_cpus=0", "faults.crash=[6:1]")
+    cfg = adaptive_config(tmp_path, "classic_cr", extra)
+    got = trained_weights(cfg, tmp_path / "run")
+    assert_same_weights(got, reference_weights(cfg))
+    rounds = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if r["kind"] == "round"]
+    assert rounds[6]["failed"] == 2 and rounds[6]["retransmissions"] >= 1
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [s["job"] for s in summary["switches"]] == [5]
