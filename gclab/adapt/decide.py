@@ -29,9 +29,6 @@ from gclab.sim.engine import simulate
 from gclab.sim.fast import FAMILIES, load_kernels
 from gclab.sim.search import Trial, scheme_name, scheme_option, search
 
-#: Schemes whose grids hold settings with T > 0 (jobs in flight across rounds).
-PIPELINES = ("sr_sgc", "m_sgc", "pipelined_cr", "pipelined_fr")
-
 
 def controller(
     cfg: DictConfig,
@@ -75,11 +72,11 @@ def require_static(nodes: dict[str, DictConfig], n: int) -> None:
     """Training switches between schemes without jobs in flight (``T = 0``): refuse others."""
     for name, node in nodes.items():
         T = instantiate_checked(node, n=n).T
-        if T or name in PIPELINES:
+        if T:
             raise ConfigError(
                 f"adapt=search in training chooses among schemes with T = 0 (uncoded, classic "
-                f"and CCE codes); {name} starts jobs that end in later rounds: leave it out of "
-                "adapt.schemes (the simulator adapts across every scheme)."
+                f"and CCE codes); {name} has T = {T}, jobs that end in later rounds: leave it "
+                "out of adapt.schemes (the simulator adapts across every scheme)."
             )
 
 
