@@ -147,20 +147,18 @@ class Controller:
         for node in self.nodes.values():
             own = None if _settings(node, self.n, self.network.recovery) else [{}]
             trials += search(node, self.n, *args, own)
-        fastest = min(t.result.total_time for t in trials)
-        near = [t for t in trials if t.result.total_time <= (1 + self.policy.slack) * fastest]
-        best = max(near, key=lambda t: (t.result.load, -t.result.total_time))
+        times = {id(t): t.result.total_time for t in trials}
+        bound = (1 + self.policy.slack) * min(times.values())
+        near = [t for t in trials if times[id(t)] <= bound]
+        best = max(near, key=lambda t: (t.result.load, -times[id(t)]))
         name = self.current.describe()
         now_trial = next((t for t in trials if t.result.scheme == name), None)
         if now_trial is None:  # the configured setting is off the grids
             current = simulate(self.current, *args).total_time
         else:
-            current = now_trial.result.total_time
+            current = times[id(now_trial)]
         chosen = None
-        if (
-            best.result.scheme != name
-            and best.result.total_time < (1 - self.policy.margin) * current
-        ):
+        if best.result.scheme != name and times[id(best)] < (1 - self.policy.margin) * current:
             chosen = instantiate_checked(self.nodes[best.name], n=self.n, **best.params)
             self.switches.append(Switch(job, best.name, best.params, chosen.describe()))
             self.current = chosen

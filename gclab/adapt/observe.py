@@ -102,14 +102,12 @@ class ObservedDelays(DelayModel):
 
     def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
         columns = np.arange(rounds) % self.delay.shape[1]
-        compute, delay, base = (
-            self.compute[:, columns].T,
-            self.delay[:, columns].T,
-            self.loads[columns],
-        )
+        base = self.loads[columns][None, :, None]
         loads = np.asarray(loads, dtype=np.float64)[:, None, None]
-        scale, shift = loads / base[None, :, None], loads - base[None, :, None]
-        return np.maximum(compute[None] * scale + delay[None] + self.slope * shift, 0.0)
+        out = self.delay[:, columns].T[None] + self.slope * (loads - base)
+        if self.compute.any():  # the simulator's default (unit_time 0) has none
+            out += self.compute[:, columns].T[None] * (loads / base)
+        return np.maximum(out, 0.0, out=out)
 
 
 def load_slope(delay: DelayModel) -> float:
