@@ -56,6 +56,13 @@ def test_the_scheme_follows_a_regime_change(tmp_path: Path) -> None:
     assert controller.switches[-1].params["s"] >= 3  # the three stragglers are tolerated
     assert result.switched.sum() == len(controller.switches)
     assert result.jobs == JOBS and len(result.durations) == JOBS  # T = 0: no drain rounds
+    # after the last switch each round is the final scheme's round on the run's own delays
+    last = controller.switches[-1]
+    final = instantiate_checked(scheme_option("classic_cr"), n=N, **last.params)
+    delay = Trace(str(tmp_path / "t.npz"), slope=0.5, base_load=0.0)
+    fixed = simulate(final, delay, NetworkConfig(), JOBS, 0)
+    after = result.index >= last.job
+    assert np.array_equal(result.durations[after], fixed.durations[fixed.index >= last.job])
     summary = result.summary()
     assert summary["switches"][0] == {
         "job": jobs[0], "scheme": "classic_cr", "params": controller.switches[0].params,
