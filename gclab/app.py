@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.config  # noqa: F401  (registers every schema in Hydra's ConfigStore)
 from gclab import CONF_DIR
+from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
@@ -153,6 +154,10 @@ def build(cfg: DictConfig):
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
     delay.check(scheme.n, jobs + scheme.T)
     protocol = RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
+    jobs_key = "train.rounds" if cfg.train.rounds else "train.epochs"
+    adaptive = controller(cfg, scheme, delay, network, payload, jobs, jobs_key)
+    if adaptive is not None:
+        require_static(adaptive.nodes, scheme.n)
 
     def build_optimizer(flat):
         t = cfg.train
@@ -181,6 +186,7 @@ def build(cfg: DictConfig):
         resume=cfg.resume,
         models=scheme.T + 1 if cfg.train.pipeline is Pipeline.interleaved else 1,
         stale_lr=cfg.train.stale_lr,
+        adapt=adaptive,
     )
     return plan, logger
 

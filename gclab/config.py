@@ -4,7 +4,8 @@ Importing this module registers, in Hydra's ConfigStore, the root schema
 ``config_schema`` (extended by ``gclab/conf/config.yaml``) and the schema of every
 option of the ``data``, ``model``, ``cluster`` and ``logger`` groups, derived from the
 constructors (:func:`gclab.schemas.register`); :mod:`gclab.schemas` adds the
-``scheme`` and ``delay`` groups the simulator shares.
+``scheme`` and ``delay`` groups and :mod:`gclab.adapt.options` the ``adapt`` group, which
+the simulator shares.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import gclab.adapt.options  # noqa: F401  (the adapt options' schemas)
 from gclab.ml.data import CIFAR10Data, ImageFolderData, SyntheticData
 from gclab.ml.models import SmallCNN, resnet18_cifar
 from gclab.ml.optim import Schedule, StaleLR
@@ -66,6 +68,7 @@ class Config:
     data: Any = MISSING
     cluster: Any = MISSING
     delay: Any = MISSING
+    adapt: Any = MISSING  # adaptive coding (gclab/adapt/options.py): off or search
     logger: Any = MISSING
     paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 

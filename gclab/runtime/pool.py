@@ -36,11 +36,11 @@ import numpy as np
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-from gclab.coding.base import Plan
+from gclab.coding.base import Plan, Scheme
 from gclab.errors import ConfigError
 from gclab.network.protocol import RecoveryError
 from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
-from gclab.runtime.worker import WorkerReport, WorkerSpec, start_hosts
+from gclab.runtime.worker import WorkerReport, WorkerSpec, host_shards, start_hosts
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,10 @@ class Pool(Protocol):
 
     def load_state_dict(self, state: dict) -> None: ...
 
+    def switch(self, scheme: Scheme) -> None:
+        """Every worker takes ``scheme``'s shards and fresh encoders (an adaptive run)."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -120,6 +124,8 @@ class WorkerPool:
             self.close()  # frees the reservation and ends the actors
             raise
         self.host_of = {w: i for i, group in enumerate(groups) for w in group}
+        #: The scheme the actors hold (a restarted actor comes up with the first one).
+        self.first, self.scheme = spec.scheme, spec.scheme
         self.T = spec.scheme.T
         self.n = spec.scheme.n
         #: Packets of rounds <= unusable_until[w] are failed (fresh encoder after restart).
@@ -169,6 +175,8 @@ class WorkerPool:
                 try:
                     left = max(0.1, deadline - time.monotonic())
                     ray.get(self.hosts[i].ready.remote(), timeout=left)
+                    if self.scheme is not self.first:  # it came up with the first scheme
+                        ray.get(self._switch(i), timeout=left)
                     self.restarting.discard(i)
                     break
                 except (*ACTOR_ERRORS, GetTimeoutError) as exc:
@@ -214,6 +222,16 @@ class WorkerPool:
         if not _finite(report.packet):
             raise RecoveryError(f"round {r}: worker {w} sent non-finite values again.")
         return report.packet
+
+    def switch(self, scheme: Scheme) -> None:
+        """Every actor takes ``scheme``'s shards and fresh encoders (between rounds)."""
+        self._await_restarts()
+        self.scheme, self.T = scheme, scheme.T
+        ray.get([self._switch(i) for i in range(len(self.hosts))], timeout=self.startup)
+
+    def _switch(self, i: int) -> ray.ObjectRef:
+        shards = host_shards(self.scheme, self.groups[i])
+        return self.hosts[i].switch.remote(self.scheme, {j: self.shard_refs[j] for j in shards})
 
     def state_dict(self) -> dict | None:
         """Every logical worker's encoder state (from its actor) and the failure records.

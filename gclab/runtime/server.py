@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import ray
@@ -34,6 +35,7 @@ from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
 from gclab.runtime.pool import Pool, WorkerPool
+from gclab.runtime.switch import switch
 from gclab.runtime.timing import Stopwatch, resolve
 from gclab.runtime.worker import Shard, WorkerSpec
 from gclab.tracking.run import RunRecorder
@@ -64,6 +66,8 @@ class TrainingPlan:
     resume: bool
     models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
     stale_lr: StaleLR  # weight of a stale gradient
+    #: re-chooses the scheme online (adapt=search, gclab/adapt/decide.py); None: adapt=off
+    adapt: Any = None
 
 
 class ParameterServer:
@@ -237,6 +241,9 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
     if plan.resume:
         start, coding = recorder.resume(server, plan.protocol)
         if coding is not None:  # None: the run had finished, nothing is left to run
+            if plan.adapt is not None and (chosen := plan.adapt.load_state_dict(coding["adapt"])):
+                scheme = chosen  # the scheme it had switched to
+                decoder, plan.protocol = switch(scheme, pool, plan.protocol, server.num_params)
             decoder.load_state_dict(coding["decoder"])
             packets.update(coding["packets"])
             pool.load_state_dict(coding["pool"])
@@ -244,6 +251,12 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
     done = server.next_job >= plan.num_jobs
     for r in progress:
+        if plan.adapt is not None and r < plan.num_jobs and plan.adapt.due(r):
+            chosen = plan.adapt.decide(r, plan.protocol.clock)  # job r - 1 is decoded (T = 0)
+            if chosen is not None:
+                scheme = chosen
+                decoder, plan.protocol = switch(scheme, pool, plan.protocol, server.num_params)
+                packets.clear()
         if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
             continue
         wall_start = time.perf_counter()
@@ -280,6 +293,8 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         server_watch.host_part()
         server_seconds = server_watch.stop()
         outcome = plan.protocol.charge(outcome, server_seconds)
+        if plan.adapt is not None:
+            plan.adapt.observe(outcome, plan.protocol, scheme)
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
         samples = sum(rep.samples for rep in reports.values())
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
@@ -303,9 +318,11 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             _evaluate(r, True, plan, server, normalizer, recorder)
         last = finished or stop
         if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or last):
-            _checkpoint(r, last, recorder, server, plan.protocol, decoder, packets, pool)
+            _checkpoint(r, last, recorder, server, plan, decoder, packets, pool)
         if stop:
             break
+    if plan.adapt is not None:
+        recorder.extra.update(plan.adapt.summary())
     return recorder.summary()
 
 
@@ -331,7 +348,7 @@ def _checkpoint(
     last: bool,
     recorder: RunRecorder,
     server: ParameterServer,
-    protocol: RoundProtocol,
+    plan: TrainingPlan,
     decoder: Decoder,
     packets: dict[tuple[int, int], np.ndarray],
     pool: Pool,
@@ -339,8 +356,9 @@ def _checkpoint(
     """Write the checkpoint after round ``r``, with what the later rounds need to resume.
 
     That is the decoder's state, the packets recovery may still ask for (those of rounds
-    >= the oldest job not applied: ``wanted`` names no earlier round) and the workers'
-    encoder states; after the last round nothing (``coding=None``).
+    >= the oldest job not applied: ``wanted`` names no earlier round), the workers'
+    encoder states and, with ``adapt=search``, the controller's state (window and
+    switches); after the last round nothing (``coding=None``).
     """
     coding = None
     if not last:
@@ -349,7 +367,9 @@ def _checkpoint(
             return  # an actor did not answer in time: the previous checkpoint stays
         keep = {key: p for key, p in packets.items() if key[0] >= server.next_job}
         coding = {"decoder": decoder.state_dict(), "packets": keep, "pool": pool_state}
-    recorder.checkpoint(r, server, protocol, coding)
+        if plan.adapt is not None:
+            coding["adapt"] = plan.adapt.state_dict()
+    recorder.checkpoint(r, server, plan.protocol, coding)
 
 
 def worker_setup(plan: TrainingPlan) -> tuple[WorkerSpec, list[Shard], Normalizer]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import ray
@@ -78,13 +78,20 @@ class WorkerHost:
         self.workers = list(workers)
         device = torch.device(spec.device)  # cuda: the GPU Ray gave this actor
         self.flat = FlatModel(instantiate(spec.model).to(device))
-        local = {j: (x.to(device), y.to(device)) for j, (x, y) in shards.items()}
-        normalizer = Normalizer(spec.mean, spec.std, device)
-        self.batches = BatchMaker(local, spec.plan, normalizer, spec.augment)
-        self.encoders = {w: spec.scheme.encoder(w) for w in self.workers}
+        self.hold(spec.scheme, shards)
         self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
-        self._warm_up(next(iter(local)))
+        self._warm_up(next(iter(self.batches.shards)))
+
+    def hold(self, scheme: Scheme, shards: Mapping[int, Shard]) -> None:
+        """Hold ``shards`` (those ``scheme``'s placement names for the hosted workers) and
+        fresh encoders of ``scheme``: at the start, and when an adaptive run switches."""
+        device = torch.device(self.spec.device)
+        self.spec = replace(self.spec, scheme=scheme)
+        local = {j: (x.to(device), y.to(device)) for j, (x, y) in shards.items()}
+        normalizer = Normalizer(self.spec.mean, self.spec.std, device)
+        self.batches = BatchMaker(local, self.spec.plan, normalizer, self.spec.augment)
+        self.encoders = {w: scheme.encoder(w) for w in self.workers}
 
     def processor(self) -> str:
         """What this actor's compute times are measured on (:func:`timing.processor`)."""
@@ -171,6 +178,10 @@ class RayWorkerHost(WorkerHost):
         self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
     ) -> None:
         super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
+
+    def switch(self, scheme: Scheme, shards: Mapping[int, ray.ObjectRef]) -> None:
+        """:meth:`WorkerHost.hold` the shards ``scheme`` names, fetched from the object store."""
+        self.hold(scheme, dict(zip(shards, ray.get(list(shards.values())))))
 
     def node(self) -> str:
         """The id of the Ray node this actor runs on."""

@@ -5,7 +5,9 @@ Writes into the Hydra run directory: ``summary.json`` (``total_time``, ``waits``
 with ``sim.search=true``, ``search.json`` (every grid point, fastest first; the summary
 and rounds are the best point's, and the summary adds ``settings``, ``search_seconds``
 and the best setting of each scheme). ``sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc]``
-searches several schemes' grids in one run. A bad config is reported in one sentence
+searches several schemes' grids in one run; ``adapt=search`` re-chooses the scheme
+while the run goes (:mod:`gclab.adapt`: the summary adds the switches and the decision
+time, ``rounds.csv`` a ``switched`` column). A bad config is reported in one sentence
 (exit 2) before any round runs.
 """
 
@@ -21,6 +23,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from gclab import CONF_DIR
+from gclab.adapt.decide import controller
+from gclab.adapt.simulate import simulate_adaptive
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
@@ -109,7 +113,16 @@ def _hydra_main(cfg: DictConfig) -> None:
     try:
         scheme, delay, network = prepare(cfg)
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time, cfg.sim.payload_bytes)
-        if cfg.sim.search:
+        payload = cfg.sim.payload_bytes
+        adaptive = controller(cfg, scheme, delay, network, payload, cfg.sim.jobs, "sim.jobs")
+        if adaptive is not None:
+            if cfg.sim.search:
+                raise ConfigError(
+                    "adapt=search cannot be combined with sim.search=true: the adaptive run "
+                    "searches by itself; choose one."
+                )
+            report(simulate_adaptive(scheme, adaptive, *args), out)
+        elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)
             if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):

@@ -12,6 +12,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+import gclab.adapt.options  # (registers the adapt options' schemas)
 import gclab.schemas  # noqa: F401  (the scheme and delay options' schemas)
 from gclab.network import NetworkConfig
 from gclab.sim.engine import PAYLOAD_BYTES
@@ -44,6 +45,7 @@ class SimConfig:
     sim: SimOptions = field(default_factory=SimOptions)
     scheme: Any = MISSING
     delay: Any = MISSING
+    adapt: Any = MISSING  # adaptive coding (gclab/adapt/options.py): off or search
     paths: Any = MISSING  # data, trace and output roots (gclab/conf/paths/default.yaml)
 
 

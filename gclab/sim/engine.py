@@ -86,9 +86,9 @@ class SimResult:
             "server_time_total": float(self.server_time.sum()),
         }
 
-    def write_rounds(self, path: Path) -> None:
-        """One CSV row per round: duration (s) and what happened to its packets."""
-        columns = {
+    def columns(self) -> dict[str, np.ndarray]:
+        """The per-round columns of ``rounds.csv``, after ``round``."""
+        return {
             "duration": self.durations,
             "erasures": self.erasures,
             "lost": self.lost,
@@ -98,6 +98,10 @@ class SimResult:
             "server_time": self.server_time,
             "bytes": self.bytes,
         }
+
+    def write_rounds(self, path: Path) -> None:
+        """One CSV row per round: duration (s) and what happened to its packets."""
+        columns = self.columns()
         with path.open("w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(("round", *columns))

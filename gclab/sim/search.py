@@ -48,13 +48,16 @@ def scheme_name(scheme: DictConfig) -> str:
     return get_class(scheme._target_).name
 
 
-def scheme_option(name: str) -> DictConfig:
-    """The config of scheme option ``name`` as ``scheme=<name>`` composes it, defaults kept."""
+def scheme_option(name: str, key: str = "sim.schemes") -> DictConfig:
+    """The config of scheme option ``name`` as ``scheme=<name>`` composes it, defaults kept.
+
+    ``key`` is the setting that named it, for the error an unknown name gets.
+    """
     path = CONF_DIR / "scheme" / f"{name}.yaml"
     if not path.is_file():
         options = ", ".join(sorted(p.stem for p in (CONF_DIR / "scheme").glob("*.yaml")))
         raise ConfigError(
-            f"sim.schemes has {name!r}, which is not a scheme option: the options are {options}."
+            f"{key} has {name!r}, which is not a scheme option: the options are {options}."
         )
     node = OmegaConf.load(path)
     node.pop("defaults", None)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from gclab.coding.base import Plan
+from gclab.coding.base import Plan, Scheme
 from gclab.network.protocol import RecoveryError
 from gclab.runtime.server import TrainingPlan
 from gclab.runtime.worker import Shard, WorkerHost, WorkerReport, WorkerSpec, host_shards
@@ -26,6 +26,7 @@ class InProcessPool:
         if spec.faults.plan:
             raise ValueError("injected faults need real actor processes: use the Ray pool")
         self.groups = groups
+        self.shards = shards
         self.nodes = ["this process"]  # one machine: the summary records nodes=1
         self.hosts = [
             WorkerHost(spec, group, {j: shards[j] for j in host_shards(spec.scheme, group)})
@@ -55,6 +56,10 @@ class InProcessPool:
     def load_state_dict(self, state: dict) -> None:
         for host in self.hosts:
             host.load_encoder_states(state["encoders"])
+
+    def switch(self, scheme: Scheme) -> None:
+        for host, group in zip(self.hosts, self.groups):
+            host.hold(scheme, {j: self.shards[j] for j in host_shards(scheme, group)})
 
     def close(self) -> None:
         self.hosts.clear()
@@ -87,3 +92,25 @@ class InProcessRound:
 def in_process(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> InProcessPool:
     """Start a run's workers in this process (the ``start_pool`` of :func:`gclab.app.run`)."""
     return InProcessPool(spec, plan.cluster.groups(resources={"CPU": os.cpu_count() or 1}), shards)
+
+
+class Stopped(RuntimeError):
+    """The driver's end, in process."""
+
+
+def stopping_at(r_stop: int):
+    """An in-process pool whose round ``r_stop`` never starts (the driver stops there)."""
+
+    def start(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> InProcessPool:
+        pool = in_process(plan, spec, shards)
+        submit = pool.submit
+
+        def stop_or_submit(r, *args):
+            if r == r_stop:
+                raise Stopped(f"round {r}")
+            return submit(r, *args)
+
+        pool.submit = stop_or_submit
+        return pool
+
+    return start

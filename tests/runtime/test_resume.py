@@ -23,7 +23,7 @@ from gclab.errors import ConfigError
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.coding import builtin_schemes
 from helpers.config import TINY, compose_config
-from helpers.inprocess import in_process
+from helpers.inprocess import Stopped, in_process, stopping_at
 from helpers.training import assert_same_weights
 
 #: Settings that differ from a scheme's defaults (T > 0 where a scheme has T, so the
@@ -60,28 +60,6 @@ def assert_same_run(got_dir, want_dir) -> None:
     decided = [[r[k] for k in DECIDED] for r in rounds_of(want_dir)]
     assert [[r[k] for k in DECIDED] for r in rounds_of(got_dir)] == decided
     assert sum(r["lost"] for r in rounds_of(want_dir)) > 0  # the run had losses to recover
-
-
-class Stopped(RuntimeError):
-    """The driver's end, in process."""
-
-
-def stopping_at(r_stop: int):
-    """An in-process pool whose round ``r_stop`` never starts."""
-
-    def start(plan, spec, shards):
-        pool = in_process(plan, spec, shards)
-        submit = pool.submit
-
-        def stop_or_submit(r, *args):
-            if r == r_stop:
-                raise Stopped(f"round {r}")
-            return submit(r, *args)
-
-        pool.submit = stop_or_submit
-        return pool
-
-    return start
 
 
 #: One scheme of each kind of coding state runs in the fast lane, the others are slow.
