@@ -169,12 +169,18 @@ def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
 IGNORED = ("hydra", "delay", "resume", "logger")
 
 
+#: Keys added after some archived runs were recorded, with the value that gives what those
+#: runs did: the clock charged no server time, and the code was chosen once.
+LEGACY = {"network.server_time": 0.0, "adapt": {"_target_": "gclab.adapt.options.Off"}}
+
+
 def source_config(source: Path) -> DictConfig:
-    """A finished run's config, with what a run recorded before the clock charged server
-    time ran under spelt out (``network.server_time=0``)."""
+    """A finished run's config, with the keys it predates (:data:`LEGACY`) spelt out as
+    the values it ran under."""
     cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
-    if "server_time" not in cfg.network:
-        cfg.network.server_time = 0.0
+    for key, value in LEGACY.items():
+        if OmegaConf.select(cfg, key) is None:
+            OmegaConf.update(cfg, key, value, force_add=True)
     return cfg
 
 
