@@ -101,8 +101,8 @@ def test_the_cli_lists_the_units_and_refuses_a_bad_spec(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "23 real runs, 20 replays, 2 verification runs" in proc.stdout
     assert (
-        "uncoded/none/seed0: python -m gclab experiment=packet_loss_study scheme=uncoded "
-        "delay=none seed=0"
+        "uncoded/none/seed0: python -m gclab experiment=packet_loss_study network.server_time=0 "
+        "scheme=uncoded delay=none seed=0"
     ) in proc.stdout
     assert not (tmp_path / "studies").exists()  # a dry run writes nothing
     proc = subprocess.run([*command, "--set", "lossless=x"], capture_output=True, text=True)
