@@ -28,6 +28,7 @@ re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -82,6 +83,11 @@ def run_app(app: Callable[[], Any], config_name: str) -> None:
         if stop is None:
             raise
         print(f"{prefix.removesuffix('error: ')}{stop.reason}", file=sys.stderr)
+        if stop.abandon:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stop.code)
         sys.exit(stop.code)
 
 

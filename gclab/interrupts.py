@@ -43,13 +43,19 @@ class Stop(BaseException):
         self.reason = reason
         self.code = code
 
+    #: Whether the process exits without its exit handlers (Ray's shutdown among them).
+    abandon = False
+
 
 class Interrupted(Stop):
     """SIGINT (Ctrl-C) or SIGTERM."""
 
 
 class ClusterLost(Stop):
-    """The Ray cluster went away (:mod:`gclab.runtime.watch`)."""
+    """The Ray cluster went away (:mod:`gclab.runtime.watch`): Ray's shutdown at exit
+    would wait for it, so the process skips it."""
+
+    abandon = True
 
 
 @contextmanager
@@ -64,8 +70,9 @@ def handled() -> Iterator[None]:
         yield
     finally:
         _active.clear()
-        for s, handler in before.items():
-            signal.signal(s, handler)
+        if not _raised:  # after a stop a second signal kills, at exit too
+            for s, handler in before.items():
+                signal.signal(s, handler)
 
 
 def reclaim() -> None:

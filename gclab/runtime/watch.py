@@ -59,8 +59,9 @@ class ClusterWatch:
                 log.warning("the Ray cluster's GCS at %s is gone (%s)", address, exc)
                 self.lost.set()
                 interrupts.lose(
-                    f"lost the Ray cluster: its GCS at {address} has not answered for "
-                    f"{silent:.0f} s ({type(exc).__name__})"
+                    f"lost the Ray cluster (its GCS at {address} has not answered for "
+                    f"{silent:.0f} s: {type(exc).__name__}; a resume may name another "
+                    "cluster.address)"
                 )
                 return
 
