@@ -54,21 +54,16 @@ def _held(run_dir: Path) -> list[str]:
 FREE_KEYS = ("resume", "logger", "faults", "hydra", "paths")
 
 #: Keys stored in the checkpoint that say where and how a run executes, not what it
-#: computes, so a resumed run may change them; each with the reason. Every other
-#: ``cluster`` key changes the arithmetic (``device``, ``bf16``, ``threads_per_actor``,
-#: ``server_threads``: float summation order; ``compute_time``: the virtual clock, and
-#: so the erasures; ``workers``: the code) and stays refused.
-WHERE_KEYS = {
-    "cluster.address": "which Ray cluster hosts the actors; each computes what it is sent",
-    "cluster.actors": "how many processes host the logical workers; every worker computes "
-    "and times its own packet (with network.clock=wall arrivals are measured, and never "
-    "repeat anyway)",
-    "cluster.worker_cpus": "the CPUs Ray reserves per actor: a reservation, not a thread count",
-    "cluster.placement": "which nodes the actors are placed on",
-    "cluster.timeout": "how long a round or a start-up may take before the run treats "
-    "actors as stuck: a fault deadline",
-    "cluster.dashboard": "whether a private Ray serves its dashboard",
-}
+#: computes, so a resumed run may change them; the reason for each, and why the other
+#: ``cluster`` keys stay refused: docs/design.md, "Outputs".
+WHERE_KEYS = (
+    "cluster.address",
+    "cluster.actors",
+    "cluster.worker_cpus",
+    "cluster.placement",
+    "cluster.timeout",
+    "cluster.dashboard",
+)
 
 
 def config_text(cfg: DictConfig) -> str:

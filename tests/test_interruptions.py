@@ -120,7 +120,7 @@ def test_ctrl_c_ends_a_private_ray_run_with_its_resume_command(tmp_path):
     assert f"checkpoint.pt holds round {saved}, resume with: python -m gclab " in line
     assert (run_dir / "error.txt").read_text().strip() == line.removeprefix("gclab: ")
     time.sleep(2)
-    left = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    left = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
     assert str(ray_tmp) not in left  # no process of its private Ray is left
     resumed = start(resume_args(line))
     assert resumed.wait(timeout=600) == 0, resumed.stderr.read()[-3000:]
@@ -168,15 +168,25 @@ def test_sigterm_ends_a_run_on_a_ray_head_and_frees_its_reservation(tmp_path, mo
     assert_uninterrupted(run_dir, args)
 
 
-def kill_gcs(address: str) -> None:
-    """SIGKILL the GCS of the head at ``address`` (one started by ray_cluster)."""
+def kill_gcs(address: str) -> int:
+    """SIGKILL the GCS of the head at ``address`` (one started by ray_cluster), and
+    nothing else: its ``ray start --block`` is paused first, since it would stop the
+    head's raylet next, and with it the driver (Ray's core ends a driver whose raylet
+    died at once, exit 1). The issue's head: its GCS gone, the driver left waiting.
+    Returns the paused process, to continue before the cluster is stopped."""
     port = address.rpartition(":")[2]
-    table = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    head = next(ln for ln in table.splitlines() if "ray start" in ln and f"--port={port}" in ln)
-    temp = head.split("--temp-dir=")[1].split()[0]
-    gcs = [ln.split()[0] for ln in table.splitlines() if "gcs_server" in ln and temp in ln]
+    table = subprocess.run(["ps", "-eww", "-o", "pid,args"], capture_output=True, text=True)
+    rows = [line.split(None, 1) for line in table.stdout.splitlines()[1:]]
+    block, temp = next(
+        (pid, args.split("--temp-dir=")[1].split()[0])
+        for pid, args in rows
+        if "ray start" in args and f"--port={port}" in args
+    )
+    gcs = [pid for pid, args in rows if "gcs_server" in args and temp in args]
     assert len(gcs) == 1, gcs
+    os.kill(int(block), signal.SIGSTOP)
     os.kill(int(gcs[0]), signal.SIGKILL)
+    return int(block)
 
 
 def test_a_lost_cluster_ends_the_run_in_time_and_it_resumes_on_another_head(tmp_path, monkeypatch):
@@ -187,9 +197,10 @@ def test_a_lost_cluster_ends_the_run_in_time_and_it_resumes_on_another_head(tmp_
         proc = start([*args, f"cluster.address={first}"], env(**auth))
         wait_for_rounds(run_dir, proc, 15)
         sent = time.monotonic()
-        kill_gcs(first)
+        paused = kill_gcs(first)
         proc.wait(timeout=120)
         seconds = time.monotonic() - sent
+        os.kill(paused, signal.SIGCONT)
     stderr = proc.stderr.read()
     print(f"lost cluster: exit {proc.returncode} {seconds:.2f} s after the GCS was killed")
     assert proc.returncode == CLUSTER_LOST and "Traceback" not in stderr, stderr[-3000:]

@@ -25,16 +25,10 @@ from gclab.rundir import RunDirGuard, segment_subdir
 from gclab.runlock import LOCK_FILE
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from gclab.tracking.loggers import ID_FILE
-from helpers.config import TINY, compose_config
+from helpers.config import TINY, compose_config, hydra_config
 from helpers.inprocess import in_process
 from helpers.training import assert_same_weights
 from helpers.wandb_records import read_run
-
-
-def hydra_config(overrides: list[str], run_dir: Path):
-    """The composed config with its ``hydra`` node, as callbacks receive it."""
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return compose("config", [*overrides, f"hydra.run.dir={run_dir}"], return_hydra_config=True)
 
 
 def test_guard_refuses_a_used_directory_before_touching_it(tmp_path: Path, capsys) -> None:
