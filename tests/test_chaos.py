@@ -28,8 +28,12 @@ SWEEP = [
     *[o for o in TINY if not o.startswith(("train.rounds", "model.width"))],
     "model.width=32", "train.rounds=40", "scheme=classic_cr,classic_fr", "scheme.s=1",
     "seed=0,1", "cluster=ray", "cluster.workers=4", "cluster.actors=2",
-    "cluster.worker_cpus=0.5",
+    "cluster.worker_cpus=0.5", "cluster.timeout=300",  # start-up on a loaded machine
 ]  # fmt: skip
+
+
+#: The most actors the chaos kills.
+KILLS = 8
 
 
 def actor_pids(address: str) -> list[int]:
@@ -46,17 +50,21 @@ def actor_pids(address: str) -> list[int]:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs a random worker actor every 1–3 s until stopped; counts the kills."""
+    """SIGKILLs a random worker actor every 3–6 s once the sweep's rounds have begun,
+    at most :data:`KILLS` times (a restart takes seconds on a loaded machine); counts
+    the kills."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, sweep: Path) -> None:
         super().__init__(daemon=True)
-        self.address, self.kills, self.done = address, 0, threading.Event()
+        self.address, self.sweep, self.kills = address, sweep, 0
+        self.done = threading.Event()
         self.rng = random.Random(0)
 
     def run(self) -> None:
-        while not self.done.wait(self.rng.uniform(1.0, 3.0)):
+        while self.kills < KILLS and not self.done.wait(self.rng.uniform(3.0, 6.0)):
             pids = actor_pids(self.address)
-            if pids:
+            begun = any(p.stat().st_size for p in self.sweep.glob("*/metrics.jsonl"))
+            if pids and begun:
                 try:
                     os.kill(self.rng.choice(pids), signal.SIGKILL)
                     self.kills += 1
@@ -71,7 +79,7 @@ def test_a_sweep_whose_worker_actors_are_killed_at_random_keeps_its_weights(
     monkeypatch.setenv("PYTHONPATH", env()["PYTHONPATH"])  # the nodes import this checkout
     sweep = tmp_path / "sweep"
     with ray_cluster(4) as (address, auth):
-        killer = Killer(address)
+        killer = Killer(address, sweep)
         started = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-m", "gclab", "-m", *SWEEP, f"cluster.address={address}",
