@@ -24,15 +24,19 @@ from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
+from gclab.interrupts import Stop, handled, stop_of
 from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol
+from gclab.resumehint import stopped_sentence
 from gclab.rundir import check_run_dir, config_text
+from gclab.runlock import DirectoryInUse, release, take
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked
 
 if TYPE_CHECKING:
-    from gclab.runtime.server import PoolFactory
+    from gclab.runtime.server import PoolFactory, TrainingPlan
+    from gclab.tracking.loggers import Logger
 
 log = logging.getLogger("gclab")
 
@@ -199,16 +203,32 @@ def run(
     tags: list[str] | None = None,
     start_pool: PoolFactory | None = None,
 ) -> dict:
-    """Train one configured run into ``run_dir``; returns the summary.
+    """Train one configured run into ``run_dir``, holding its lock; returns the summary.
 
     ``start_pool`` starts the workers (default: Ray actors, see
     :func:`gclab.runtime.server.train`).
     """
+    plan, logger = build(cfg)  # bad input fails before the directory is touched
+    take(run_dir, f"the run directory {run_dir}", lambda: check_run_dir(cfg, run_dir))
+    try:
+        return _run(cfg, run_dir, plan, logger, name, group, tags, start_pool)
+    finally:
+        release(run_dir)
+
+
+def _run(
+    cfg: DictConfig,
+    run_dir: Path,
+    plan: TrainingPlan,
+    logger: Logger,
+    name: str | None,
+    group: str | None,
+    tags: list[str] | None,
+    start_pool: PoolFactory | None,
+) -> dict:
     from gclab.runtime.server import train
     from gclab.tracking.run import RunRecorder
 
-    check_run_dir(cfg, run_dir)
-    plan, logger = build(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     extra = {
         "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
@@ -237,7 +257,11 @@ def run(
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
-    """Hydra's task function. In a sweep, a failing job is recorded and the sweep goes on."""
+    """Hydra's task function. In a sweep, a failing job is recorded and the sweep goes on.
+
+    A run stopped from outside (:mod:`gclab.interrupts`) records the sentence that says
+    how to resume it and ends the process (a sweep too).
+    """
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode.name == "MULTIRUN"
@@ -251,22 +275,38 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             group=str(Path(hydra_cfg.sweep.dir)) if multirun else None,
             tags=tags,
         )
-    except Exception as exc:
-        message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-        (run_dir / "error.txt").write_text(message + "\n", encoding="utf-8")
-        if not isinstance(exc, ConfigError):
-            if not multirun:
-                raise  # a bug or the environment: its traceback (exit code 1)
-            log.exception("job %s failed", hydra_cfg.job.num)
-        elif not multirun:
-            fail(PREFIX, message)
-        else:  # report and let the sweep's other jobs run
-            print(f"{PREFIX}{message}", file=sys.stderr)
-        return None
+    except (Stop, Exception) as exc:
+        stop = stop_of(exc)
+        if stop is None:
+            return _failed(exc, run_dir, multirun, hydra_cfg.job.num)
+        stop.reason = stopped_sentence(stop.reason, run_dir, list(hydra_cfg.overrides.task))
+        (run_dir / "error.txt").write_text(stop.reason + "\n", encoding="utf-8")
+        raise stop from None
     log.info("summary: %s", summary)
     return summary.get("test_accuracy")
 
 
+def _failed(exc: Exception, run_dir: Path, multirun: bool, job: int) -> None:
+    """Record a failed run in its error.txt; bad input is one line, a bug its traceback.
+
+    In a sweep the failure is reported and the other jobs go on.
+    """
+    message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, DirectoryInUse):  # the directory is another process's
+        (run_dir / "error.txt").write_text(message + "\n", encoding="utf-8")
+    if not isinstance(exc, ConfigError):
+        if not multirun:
+            raise exc  # a bug or the environment: its traceback (exit code 1)
+        log.exception("job %s failed", job, exc_info=exc)
+    elif not multirun:
+        fail(PREFIX, message)
+    else:
+        print(f"{PREFIX}{message}", file=sys.stderr)
+
+
 def main() -> None:
-    """``python -m gclab``: bad input exits 2 with one line, anything else shows its traceback."""
-    run_app(_hydra_main, "config")
+    """``python -m gclab``: bad input exits 2 with one line, a run stopped from outside
+    exits with its own code and one line (:mod:`gclab.interrupts`), anything else shows
+    its traceback."""
+    with handled():
+        run_app(_hydra_main, "config")

@@ -18,7 +18,9 @@ by itself:
 
 A validation failure (a :class:`ConfigError`, from :func:`prepare` or from the app, or
 a schema error while Hydra composes the config: unknown option, misspelt key, wrong
-type) prints one line and exits 2 (:func:`run_app`). Anything else is a bug or a
+type) prints one line and exits 2 (:func:`run_app`). A run stopped from outside
+(:class:`gclab.interrupts.Stop`: SIGINT, SIGTERM, a lost Ray cluster) prints its one
+line and exits 130, 143 or 3. Anything else is a bug or a
 failure of the environment: Python prints its traceback and the process exits 1.
 Hydra would print schema errors on several lines and exit 1, so Hydra is asked to
 re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
@@ -26,6 +28,7 @@ re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -43,6 +46,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gclab import CONF_DIR
 from gclab.errors import ConfigError
+from gclab.interrupts import Stop, stop_of
 
 #: How each app's line for a validation failure starts (by primary config).
 PREFIXES = {"config": "gclab: error: ", "sim": "gclab.sim: "}
@@ -74,6 +78,17 @@ def run_app(app: Callable[[], Any], config_name: str) -> None:
         fail(prefix, str(exc))
     except ConfigCompositionException as exc:  # Hydra's wrapper of every schema error
         fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
+    except (Stop, Exception) as exc:  # a run stopped from outside: its line and exit code
+        stop = stop_of(exc)
+        if stop is None:
+            raise
+        print(f"{prefix.removesuffix('error: ')}{stop.reason}", file=sys.stderr)
+        if stop.abandon:
+            logging.shutdown()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(stop.code)
+        sys.exit(stop.code)
 
 
 def fail(prefix: str, message: str) -> NoReturn:

@@ -5,11 +5,15 @@ summary.json and the W&B run. Hydra writes ``.hydra/`` into the run directory *b
 the task function runs, so the checks run earlier, in :class:`RunDirGuard`: a Hydra
 callback called once the config is composed and before anything touches the directory.
 
-* ``resume=true`` needs a readable checkpoint written by the same config (everything
-  but ``resume``, ``logger`` and ``faults``); a refused resume leaves the directory byte
-  for byte as it was.
+* One process at a time: the guard takes the directory's lock (:mod:`gclab.runlock`)
+  and runs its checks under it; a sweep locks its sweep directory, and each job its own
+  directory (:func:`gclab.app.run`).
+* ``resume=true`` needs a readable checkpoint written by the same config: every key but
+  :data:`FREE_KEYS` (not stored) and :data:`WHERE_KEYS` (where the run executes). A
+  refused resume leaves the directory byte for byte as it was.
 * An accepted resume stores its segment's Hydra record in ``.hydra-resume-<k>/`` beside
-  the original ``.hydra/``, which stays the run's first record.
+  the original ``.hydra/``, which stays the run's first record; the where-keys that
+  changed are noted there in ``changed.yaml``.
 * A fresh run refuses a directory that already holds a run (a checkpoint.pt, or a
   metrics.jsonl with records), and a sweep a sweep directory that holds any.
 
@@ -31,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from gclab.cli import PREFIXES, fail
 from gclab.errors import ConfigError
+from gclab.runlock import release, take
 from gclab.tracking.artifacts import load_checkpoint
 
 #: Files that make a directory hold a run, when they are not empty.
@@ -48,6 +53,18 @@ def _held(run_dir: Path) -> list[str]:
 #: roots only; the keys that read them, such as ``data.root``, are compared resolved).
 FREE_KEYS = ("resume", "logger", "faults", "hydra", "paths")
 
+#: Keys stored in the checkpoint that say where and how a run executes, not what it
+#: computes, so a resumed run may change them; the reason for each, and why the other
+#: ``cluster`` keys stay refused: docs/design.md, "Outputs".
+WHERE_KEYS = (
+    "cluster.address",
+    "cluster.actors",
+    "cluster.worker_cpus",
+    "cluster.placement",
+    "cluster.timeout",
+    "cluster.dashboard",
+)
+
 
 def config_text(cfg: DictConfig) -> str:
     """The parts of a config that must not change when a run is resumed, as YAML."""
@@ -59,11 +76,13 @@ def config_text(cfg: DictConfig) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(keep))
 
 
-def check_run_dir(cfg: DictConfig, run_dir: Path) -> None:
-    """Raise :class:`ConfigError` unless ``cfg`` may write into ``run_dir``."""
+def check_run_dir(cfg: DictConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:
+    """Raise :class:`ConfigError` unless ``cfg`` may write into ``run_dir``.
+
+    Returns the :data:`WHERE_KEYS` a resume changes (:func:`check_resume`).
+    """
     if cfg.resume:
-        check_resume(cfg, run_dir)
-        return
+        return check_resume(cfg, run_dir)
     held = _held(run_dir)
     if held:
         resumable = (
@@ -75,10 +94,14 @@ def check_run_dir(cfg: DictConfig, run_dir: Path) -> None:
             f"hydra.run.dir={run_dir} already holds a run ({', '.join(held)}); {resumable}, "
             "or choose another directory."
         )
+    return {}
 
 
-def check_resume(cfg: DictConfig, run_dir: Path) -> None:
-    """``resume=true`` needs a readable checkpoint in ``run_dir`` written by the same config."""
+def check_resume(cfg: DictConfig, run_dir: Path) -> dict[str, tuple[Any, Any]]:
+    """``resume=true`` needs a readable checkpoint in ``run_dir`` written by the same config.
+
+    Returns the :data:`WHERE_KEYS` that differ: ``{key: (in the run, now)}``.
+    """
     path = run_dir / "checkpoint.pt"
     if not path.is_file():
         raise ConfigError(
@@ -93,9 +116,11 @@ def check_resume(cfg: DictConfig, run_dir: Path) -> None:
             f"resume=true but {path} is not a readable gclab checkpoint ({type(exc).__name__}); "
             "it may be truncated or from another program: restore it or drop resume."
         ) from None
-    now = config_text(cfg)
-    if saved != now:
-        described, only_new_keys = _differences(saved, now)
+    before, after = _leaves(OmegaConf.create(saved)), _leaves(OmegaConf.create(config_text(cfg)))
+    differ = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    changed = [k for k in differ if k not in WHERE_KEYS]
+    if changed:
+        described, only_new_keys = _differences(before, after, changed)
         advice = (
             "an older gclab without these keys wrote it: finish it with that version, or "
             "start the run again in another directory"
@@ -111,13 +136,14 @@ def check_resume(cfg: DictConfig, run_dir: Path) -> None:
             f"resume=true but {path} holds no coding state (an older gclab wrote it); "
             "start the run again in another directory."
         )
+    return {k: (before.get(k), after.get(k)) for k in differ}
 
 
-def _differences(saved: str, now: str, shown: int = 3) -> tuple[str, bool]:
-    """``"train.lr: 0.05 in the run, 0.1 now"`` for the first ``shown`` keys that differ,
-    and whether every difference is a key the run's config did not have."""
-    before, after = _leaves(OmegaConf.create(saved)), _leaves(OmegaConf.create(now))
-    keys = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+def _differences(
+    before: dict[str, Any], after: dict[str, Any], keys: list[str], shown: int = 3
+) -> tuple[str, bool]:
+    """``"train.lr: 0.05 in the run, 0.1 now"`` for the first ``shown`` of ``keys``, and
+    whether every one is a key the run's config did not have."""
     parts = [
         f"{k}: {before.get(k, 'unset')} in the run, {after.get(k, 'unset')} now"
         for k in keys[:shown]
@@ -160,18 +186,40 @@ class RunDirGuard(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _ending_on_error(self.check_sweep, config)
 
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        release(Path(config.hydra.run.dir))
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        release(Path(config.hydra.sweep.dir))
+
     @staticmethod
     def check_run(config: DictConfig) -> None:
-        """Refuse a run that would overwrite a record; give a resumed segment its own."""
+        """Lock the run directory, refuse a run that would overwrite a record, and give
+        a resumed segment its own (noting the where-keys it changes)."""
         HydraConfig.instance().set_config(config)  # lets hydra.run.dir use ${hydra:...}
         run_dir = Path(config.hydra.run.dir)
-        check_run_dir(config, run_dir)
+        moved: dict[str, tuple[Any, Any]] = {}
+        take(
+            run_dir,
+            f"hydra.run.dir={run_dir}",
+            lambda: moved.update(check_run_dir(config, run_dir)),
+        )
         if config.resume:
+            subdir = segment_subdir(run_dir)
             with read_write(config.hydra):
-                config.hydra.output_subdir = segment_subdir(run_dir)
+                config.hydra.output_subdir = subdir
+            if moved:
+                note_changes(run_dir / subdir, moved)
 
     @staticmethod
     def check_sweep(config: DictConfig) -> None:
+        """Lock the sweep directory, refuse ``resume`` in a sweep and a sweep directory
+        that holds runs."""
+        sweep_dir = Path(config.hydra.sweep.dir)
+        take(sweep_dir, f"hydra.sweep.dir={sweep_dir}", lambda: RunDirGuard.check_new_sweep(config))
+
+    @staticmethod
+    def check_new_sweep(config: DictConfig) -> None:
         """Refuse ``resume`` in a sweep, and a sweep directory that holds runs."""
         overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
         swept = {str(key) for key in (config.hydra.sweeper.get("params") or {})}
@@ -188,6 +236,13 @@ class RunDirGuard(Callback):
                 f"hydra.sweep.dir={sweep_dir} already holds {len(held)} run(s), e.g. "
                 f"{held[0]}; choose another directory."
             )
+
+
+def note_changes(segment: Path, moved: dict[str, tuple[Any, Any]]) -> None:
+    """Write ``changed.yaml`` (``key: {run: ..., now: ...}``) into a resumed segment's record."""
+    segment.mkdir(parents=True, exist_ok=True)
+    changes = {key: {"run": was, "now": now} for key, (was, now) in moved.items()}
+    (segment / "changed.yaml").write_text(OmegaConf.to_yaml(changes), encoding="utf-8")
 
 
 def _ending_on_error(check: Callable[[DictConfig], None], config: DictConfig) -> None:

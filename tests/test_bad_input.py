@@ -361,14 +361,14 @@ def test_resume_with_a_changed_config_fails(tmp_path: Path, resume_cfg) -> None:
 
 def test_resume_of_a_run_an_older_gclab_wrote_says_so(tmp_path: Path, resume_cfg) -> None:
     older = OmegaConf.create(config_text(resume_cfg))
-    del older.cluster["placement"], older.cluster["bf16"]  # keys that gclab did not have yet
+    del older.cluster["bf16"], older.train["stale_lr"]  # keys that gclab did not have yet
     save_checkpoint(tmp_path / "checkpoint.pt", {"config": OmegaConf.to_yaml(older), "round": 0})
     with pytest.raises(ConfigError) as info:
         run(resume_cfg, tmp_path)
     assert_one_sentence(
         str(info.value),
-        r"\(cluster\.bf16: unset in the run, False now; cluster\.placement: unset in the run, "
-        r"pack now\); an older gclab without these keys wrote it: finish it with that version",
+        r"\(cluster\.bf16: unset in the run, False now; train\.stale_lr: unset in the run, "
+        r"constant now\); an older gclab without these keys wrote it: finish it with that version",
     )
 
 

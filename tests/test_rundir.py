@@ -22,24 +22,20 @@ from gclab import CONF_DIR
 from gclab.app import run
 from gclab.errors import ConfigError
 from gclab.rundir import RunDirGuard, segment_subdir
+from gclab.runlock import LOCK_FILE
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from gclab.tracking.loggers import ID_FILE
-from helpers.config import TINY, compose_config
+from helpers.config import TINY, compose_config, hydra_config
 from helpers.inprocess import in_process
 from helpers.training import assert_same_weights
 from helpers.wandb_records import read_run
 
 
-def hydra_config(overrides: list[str], run_dir: Path):
-    """The composed config with its ``hydra`` node, as callbacks receive it."""
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return compose("config", [*overrides, f"hydra.run.dir={run_dir}"], return_hydra_config=True)
-
-
 def test_guard_refuses_a_used_directory_before_touching_it(tmp_path: Path, capsys) -> None:
     fresh = hydra_config(TINY, tmp_path / "new")
-    RunDirGuard.check_run(fresh)
-    assert fresh.hydra.output_subdir == ".hydra" and not (tmp_path / "new").exists()
+    RunDirGuard.check_run(fresh)  # locks the directory: its lock file is all there is
+    assert fresh.hydra.output_subdir == ".hydra"
+    assert [p.name for p in (tmp_path / "new").iterdir()] == [LOCK_FILE]
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "metrics.jsonl").write_text("")  # a run that stopped before round 0
     RunDirGuard.check_run(hydra_config(TINY, tmp_path / "used"))
@@ -50,7 +46,7 @@ def test_guard_refuses_a_used_directory_before_touching_it(tmp_path: Path, capsy
         RunDirGuard().on_run_start(hydra_config([*TINY, "resume=true"], tmp_path / "used"))
     assert info.value.code == 2
     assert capsys.readouterr().err.startswith("gclab: error: resume=true but ")
-    assert [p.name for p in (tmp_path / "used").iterdir()] == ["metrics.jsonl"]
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == [LOCK_FILE, "metrics.jsonl"]
 
 
 def test_a_sweep_cannot_resume_nor_reuse_a_sweep_directory(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 import ray
 
+from gclab import interrupts
 from gclab.errors import ConfigError
 from gclab.runtime import devices, timing
 from gclab.runtime.placement import check_strategy
@@ -172,8 +173,16 @@ def start_or_join(
     The private Ray binds to loopback, has ``num_cpus`` CPUs (default: the cores), GPUs
     only if ``gpus``, the dashboard only if ``dashboard``, and starts its worker
     processes at ``niceness`` (default: Ray's 15, background priority). Joining fails
-    in one sentence (:class:`ConfigError`) when nobody answers at ``address``.
+    in one sentence (:class:`ConfigError`) when nobody answers at ``address``. Then
+    SIGINT and SIGTERM are the run's again (:func:`gclab.interrupts.reclaim`).
     """
+    _start_or_join(address, num_cpus, gpus, dashboard, niceness)
+    interrupts.reclaim()
+
+
+def _start_or_join(
+    address: str | None, num_cpus: int | None, gpus: bool, dashboard: bool, niceness: int | None
+) -> None:
     if address is None:
         ray.init(
             address="local",  # never a cluster `ray start` left running (RAY_ADDRESS)

@@ -14,6 +14,8 @@ A stateful encoder (T > 0) restarts empty, so the packets of its first T rounds 
 a restart mix fewer jobs than the decoder expects: they are failed too, and cannot be
 recomputed. The server never decodes from a packet it cannot vouch for.
 
+A lost cluster (its GCS gone) ends the run through :mod:`gclab.runtime.watch`.
+
 Start-up has a deadline too, and ends the run before its first round with one sentence
 that compares what the actors ask for with what the cluster had free. The actors'
 resources are reserved first, all together (the run's placement group,
@@ -40,6 +42,7 @@ from gclab.coding.base import Plan, Scheme
 from gclab.errors import ConfigError
 from gclab.network.protocol import RecoveryError
 from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
+from gclab.runtime.watch import ClusterWatch
 from gclab.runtime.worker import WorkerReport, WorkerSpec, host_shards, start_hosts
 
 log = logging.getLogger(__name__)
@@ -115,6 +118,7 @@ class WorkerPool:
         self.timeout = timeout
         self.startup = max(timeout, STARTUP_SECONDS)
         self.hosts: list = []
+        self.watch = ClusterWatch(timeout)
         try:
             self._start(spec, name)
             #: The Ray nodes hosting the actors (their bundles', or where they started).
@@ -264,6 +268,11 @@ class WorkerPool:
         self.failures, self.nonfinite = state["failures"], state["nonfinite"]
 
     def close(self) -> None:
+        """End the actors and free their reservation; nothing is left to end once the
+        cluster is lost (and Ray would wait for it)."""
+        self.watch.stop()
+        if self.watch.lost.is_set():
+            return
         for h in self.hosts:
             ray.kill(h, no_restart=True)
         self.placement.remove()  # frees the reservation

@@ -29,3 +29,9 @@ def compose_config(overrides: list[str] | None = None, name: str = "config") -> 
     """Compose ``gclab/conf/<name>.yaml`` with overrides, exactly as the CLI would."""
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return compose(name, overrides=overrides or [])
+
+
+def hydra_config(overrides: list[str], run_dir: Path) -> DictConfig:
+    """The composed config with its ``hydra`` node, as callbacks receive it."""
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("config", [*overrides, f"hydra.run.dir={run_dir}"], return_hydra_config=True)

@@ -1,0 +1,91 @@
+"""The run directory's lock (gclab/runlock.py) and the keys a resume may change
+(gclab/rundir.py): fast, in this process and one holder process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from gclab.app import run
+from gclab.errors import ConfigError
+from gclab.rundir import WHERE_KEYS, RunDirGuard
+from gclab.runlock import LOCK_FILE, DirectoryInUse, release, take
+from helpers.config import TINY, compose_config, hydra_config
+from helpers.inprocess import in_process
+
+#: Holds the lock of argv[1] until killed.
+HOLDER = """
+import sys, time
+from pathlib import Path
+from gclab.runlock import take
+take(Path(sys.argv[1]), "it")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_held_directory_is_refused_naming_its_holder_and_a_dead_holders_lock_is_taken(
+    tmp_path: Path,
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout.readline() == "held\n"
+    checked = []
+    with pytest.raises(DirectoryInUse) as info:
+        take(tmp_path, "hydra.run.dir=x", lambda: checked.append(1))
+    assert str(info.value) == (
+        f"hydra.run.dir=x is in use by another gclab process (pid {holder.pid} on host "
+        f"{socket.gethostname()}); wait for it to end or choose another directory."
+    )
+    assert not checked  # refused before its check
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    assert (tmp_path / LOCK_FILE).read_text().split()[0] == str(holder.pid)  # left behind
+    take(tmp_path, "it")  # the OS released the dead holder's lock
+    assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()} {socket.gethostname()}\n"
+    take(tmp_path, "it")  # re-entrant in one process
+    release(tmp_path)
+    release(tmp_path)
+    assert (tmp_path / LOCK_FILE).read_text() == ""
+
+
+def test_a_refused_check_releases_the_lock_and_leaves_its_file_alone(tmp_path: Path) -> None:
+    (tmp_path / LOCK_FILE).write_text("")
+
+    def refuse() -> None:
+        raise ConfigError("no")
+
+    with pytest.raises(ConfigError, match="no"):
+        take(tmp_path, "it", refuse)
+    assert (tmp_path / LOCK_FILE).read_text() == ""
+    take(tmp_path, "it")  # not held any more
+    release(tmp_path)
+
+
+def test_where_keys_may_change_on_resume_and_the_segment_notes_them(tmp_path: Path) -> None:
+    run(compose_config([*TINY, "train.checkpoint_every=2"]), tmp_path, start_pool=in_process)
+    moved = ["cluster=ray", "cluster.address=10.0.0.1:6379", "cluster.actors=1",
+             "cluster.timeout=30", "cluster.dashboard=true", "resume=true"]  # fmt: skip
+    resumed = hydra_config([*TINY, "train.checkpoint_every=2", *moved], tmp_path)
+    OmegaConf.set_readonly(resumed.hydra, True)  # as Hydra hands it to callbacks
+    RunDirGuard.check_run(resumed)
+    release(tmp_path)
+    changed = OmegaConf.load(tmp_path / ".hydra-resume-1" / "changed.yaml")
+    assert set(changed) == {
+        "cluster.address", "cluster.actors", "cluster.timeout", "cluster.dashboard",
+        "cluster.worker_cpus", "cluster.placement",  # cluster=ray's own defaults
+    }  # fmt: skip
+    assert set(changed) <= set(WHERE_KEYS)
+    assert changed["cluster.address"] == {"run": None, "now": "10.0.0.1:6379"}
+    for key in ("cluster.threads_per_actor=2", "cluster.bf16=true", "train.lr=0.1"):
+        refused = hydra_config([*TINY, "train.checkpoint_every=2", key, "resume=true"], tmp_path)
+        with pytest.raises(ConfigError, match=f"the config differs .*{key.split('=')[0]}"):
+            RunDirGuard.check_run(refused)
