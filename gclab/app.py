@@ -24,7 +24,7 @@ from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError
 from gclab.ml.optim import make_optimizer
-from gclab.network.protocol import NetworkConfig, RoundProtocol
+from gclab.network.protocol import NetworkConfig, RoundProtocol, check_recovery
 from gclab.rundir import check_run_dir, config_text
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked
@@ -107,6 +107,7 @@ def build(cfg: DictConfig):
     )
     delay = instantiate_checked(cfg.delay)
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
+    check_recovery(scheme, network)
     logger = instantiate_checked(cfg.logger)
     source = instantiate_checked(cfg.data)
     data = source.load()

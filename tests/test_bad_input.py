@@ -177,7 +177,7 @@ BUILD_CASES = [
     ("unknown-clock", ["network.clock=bogus"],
      r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
     ("unknown-recovery", ["network.recovery=sometimes"],
-     r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all\."),
+     r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all, partial\."),
     *[
         (f"{key}-not-positive", [f"network.{key}={value}"],
          rf"network\.{key}={value}\.0 is invalid: it must be a rate in bytes/s > 0, or null")
