@@ -177,8 +177,8 @@ BUILD_CASES = [
     ("unknown-clock", ["network.clock=bogus"],
      r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
     ("partial-across-rounds", ["scheme=pipelined_cr", "scheme.T=1", "network.recovery=partial"],
-     r"network\.recovery=partial is not supported by pipelined_cr, whose packets mix jobs of "
-     r"several rounds \(T > 0\).*use network\.recovery=decodable or wait_all\."),
+     r"network\.recovery=partial is not supported by pipelined_cr, a code across rounds "
+     r"whose packets mix several jobs.*use network\.recovery=decodable or wait_all\."),
     ("unknown-recovery", ["network.recovery=sometimes"],
      r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all, partial\."),
     *[
@@ -322,7 +322,7 @@ def sim_error(extra: list[str]) -> ConfigError:
         (["delay=gilbert_elliott_time", "delay.burst_seconds=-1"],
          r"delay\.burst_seconds=-1\.0 is invalid: it must be a number of seconds > 0\."),
         (["scheme=m_sgc", "network.recovery=partial"],
-         r"network\.recovery=partial is not supported by m_sgc, whose packets mix jobs"),
+         r"network\.recovery=partial is not supported by m_sgc, a code across rounds"),
     ],
     ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed",
          "wall-clock", "measured-server-time", "negative-payload", "negative-bandwidth",

@@ -168,9 +168,9 @@ def check_recovery(scheme: Scheme, network: NetworkConfig) -> None:
     """Refuse ``network.recovery=partial`` for a scheme without partial decoding (ConfigError)."""
     if network.recovery == "partial" and not scheme.partial:
         raise ConfigError(
-            f"network.recovery=partial is not supported by {scheme.name}, whose packets "
-            "mix jobs of several rounds (T > 0), so a due job has no partial sum to apply; "
-            "use network.recovery=decodable or wait_all."
+            f"network.recovery=partial is not supported by {scheme.name}, a code across "
+            "rounds whose packets mix several jobs, so a due job has no partial sum to "
+            "apply; use network.recovery=decodable or wait_all."
         )
 
 
