@@ -27,7 +27,7 @@ from gclab.errors import ConfigError
 from gclab.interrupts import Stop, handled, stop_of
 from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
-from gclab.network.protocol import NetworkConfig, RoundProtocol
+from gclab.network.protocol import NetworkConfig, RoundProtocol, check_recovery
 from gclab.resumehint import stopped_sentence
 from gclab.rundir import check_run_dir, config_text
 from gclab.runlock import DirectoryInUse, release, take
@@ -123,6 +123,7 @@ def build(cfg: DictConfig):
     )
     delay = instantiate_checked(cfg.delay)
     network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
+    check_recovery(scheme, network)
     logger = instantiate_checked(cfg.logger)
     source = instantiate_checked(cfg.data)
     data = source.load()

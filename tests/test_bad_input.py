@@ -176,8 +176,11 @@ BUILD_CASES = [
      r"network\.policy='first' is invalid: it must be one of deadline, all\."),
     ("unknown-clock", ["network.clock=bogus"],
      r"network\.clock='bogus' is invalid: it must be one of virtual, wall\."),
+    ("partial-across-rounds", ["scheme=pipelined_cr", "scheme.T=1", "network.recovery=partial"],
+     r"network\.recovery=partial is not supported by pipelined_cr, a code across rounds "
+     r"whose packets mix several jobs.*use network\.recovery=decodable or wait_all\."),
     ("unknown-recovery", ["network.recovery=sometimes"],
-     r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all\."),
+     r"network\.recovery='sometimes' is invalid: it must be one of decodable, wait_all, partial\."),
     *[
         (f"{key}-not-positive", [f"network.{key}={value}"],
          rf"network\.{key}={value}\.0 is invalid: it must be a rate in bytes/s > 0, or null")
@@ -318,10 +321,12 @@ def sim_error(extra: list[str]) -> ConfigError:
         (["network.bandwidth=-2"], r"network\.bandwidth=-2\.0 is invalid: it must be a rate"),
         (["delay=gilbert_elliott_time", "delay.burst_seconds=-1"],
          r"delay\.burst_seconds=-1\.0 is invalid: it must be a number of seconds > 0\."),
+        (["scheme=m_sgc", "network.recovery=partial"],
+         r"network\.recovery=partial is not supported by m_sgc, a code across rounds"),
     ],
     ids=["zero-workers", "fr-s", "zero-jobs", "negative-unit-time", "empty-grid", "negative-seed",
          "wall-clock", "measured-server-time", "negative-payload", "negative-bandwidth",
-         "negative-burst-seconds"],
+         "negative-burst-seconds", "partial-across-rounds"],
 )  # fmt: skip
 def test_simulator_config_fails_before_any_round(extra: list[str], pattern: str) -> None:
     assert_one_sentence(str(sim_error(extra)), pattern)

@@ -49,6 +49,12 @@ def controller(
     if not policy.enabled:
         return None
     policy.check(jobs, jobs_key)
+    if network.recovery == "partial":
+        raise ConfigError(
+            "adapt=search does not combine with network.recovery=partial: a partial round "
+            "drops what the search's model of the round would wait for; use decodable or "
+            "wait_all with adaptation."
+        )
     nodes = candidates(policy, cfg.scheme, scheme.n)
     if any(name in FAMILIES for name in nodes):
         load_kernels()  # start-up: decide_seconds times the decisions alone

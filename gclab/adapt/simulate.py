@@ -20,7 +20,14 @@ from gclab.adapt.decide import Controller
 from gclab.adapt.shift import Shifted
 from gclab.coding.base import Scheme
 from gclab.network import DelayModel, Finished, NetworkConfig, RoundProtocol
-from gclab.sim.engine import PAYLOAD_BYTES, SimResult, _symbolic, check_clock, check_run
+from gclab.sim.engine import (
+    PAYLOAD_BYTES,
+    SimResult,
+    _symbolic,
+    check_clock,
+    check_run,
+    decode_round,
+)
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ def simulate_adaptive(
     check_clock(network)
     check_run(scheme, delay, jobs, unit_time, payload_bytes)
     every = controller.policy.every
-    rows: list[tuple] = []  # round, duration, erasures, lost, late, retrans., waited, server, bytes
+    rows: list[tuple] = []  # round, duration, erasures, lost, late, retrans., waited, server,
+    # bytes, coverage
     loads: list[float] = []
     switched: list[bool] = []
     offset, first, clock = 0, 0, 0.0  # the segment's round 0 in the run, its first job, clock
@@ -76,13 +84,12 @@ def simulate_adaptive(
                 break
             if protocol.runs(r, limit, decoder):
                 out = protocol.charge(protocol.run_round(r, Finished(compute), decoder, _symbolic))
-                for job in out.decodable:
-                    decoder.decode(job)
+                coverage = decode_round(scheme, decoder, out)
                 controller.observe(out, protocol, scheme)
                 counts = (out.erased.sum(), out.lost.sum(), out.late.sum())
                 rows.append(
                     (offset + r, out.duration, *counts, out.retransmissions, out.waited,
-                     out.server_time, out.bytes)
+                     out.server_time, out.bytes, coverage)
                 )  # fmt: skip
                 loads.append(scheme.load)
                 switched.append(first > 0 and last < 0)
@@ -119,6 +126,7 @@ def _result(
         waited=np.array(columns[6], dtype=bool),
         server_time=real(7),
         bytes=real(8),
+        coverage=real(9),
         switched=np.array(switched, dtype=bool),
         adaptation=controller.summary(),
     )

@@ -153,6 +153,18 @@ class Decoder(ABC):
         a view of it any more (:class:`Outputs`), so hold the array, not a raw pointer.
         """
 
+    def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
+        """``(gradient sum, coverage)`` of a due job that is not decodable, and forget it.
+
+        ``network.recovery=partial`` applies it instead of waiting: the gradient is the
+        exact sum of the parts the arrived packets determine, rescaled to the batch
+        (times total parts / covered parts), and ``coverage`` is the covered fraction of
+        the parts, in ``[0, 1)``. The gradient is ``None`` in symbolic mode and when
+        nothing is covered (the server then takes no step). Schemes with
+        :attr:`Scheme.partial` implement it; the others are refused before a run starts.
+        """
+        raise NotImplementedError(f"{self.scheme.describe()} has no partial decoding.")
+
     @abstractmethod
     def wanted(self, job: int) -> list[tuple[int, int]]:
         """``(round, worker)`` of packets not yet received that could help decode ``job``.
@@ -223,6 +235,9 @@ class Scheme(ABC):
     name: ClassVar[str]
     #: Whether the decoded gradient equals the true batch gradient (up to rounding).
     exact: ClassVar[bool] = True
+    #: Whether the decoder implements :meth:`Decoder.decode_partial`
+    #: (``network.recovery=partial``): static codes, whose jobs end with their round.
+    partial: ClassVar[bool] = False
 
     n: int
     s: int
@@ -243,6 +258,11 @@ class Scheme(ABC):
     @property
     def packet_fraction(self) -> float:
         """Packet length relative to the gradient (``1/m`` for CCE codes)."""
+        return 1.0
+
+    @property
+    def decoded_coverage(self) -> float:
+        """The fraction of the batch gradient a decoded job covers: 1 for exact schemes."""
         return 1.0
 
     @abstractmethod
@@ -375,6 +395,7 @@ class LinearScheme(Scheme):
 
     #: Whether :meth:`tolerates` is exactly decodability (then symbolic decoding uses it).
     exact_predicate: bool = False
+    partial = True
 
     encoding: np.ndarray
 
@@ -427,6 +448,19 @@ class LinearScheme(Scheme):
         in :meth:`checked_weights` decides whether it really decodes.
         """
         return least_squares_weights(self.encoding, survivors)
+
+    def partial_cover(self, survivors: tuple[int, ...]) -> tuple[int, ...]:
+        """The parts whose gradient sum the packets of ``survivors`` determine exactly.
+
+        :meth:`Decoder.decode_partial` applies their sum when a job does not decode
+        (:mod:`gclab.coding.partial` finds the weights). The default is the parts of
+        the survivors that hold one part (uncoded placement): a packet that mixes parts
+        determines none on its own, and the cyclic codes, whose packets are values of
+        one polynomial (docs/design.md, "Partial recovery"), determine no partition sum
+        from fewer than ``n − s`` packets.
+        """
+        single = (self.placement[w] for w in survivors if len(self.placement[w]) == 1)
+        return tuple(sorted(p for parts in single for p in parts))
 
     #: Whether decoding depends on the order packets arrived in (ignore_stragglers).
     order_matters: ClassVar[bool] = False
@@ -602,6 +636,13 @@ class LinearDecoder(Decoder):
         if self.symbolic:
             return None
         return combine([packets[w] for w in used], weights, self.grad_size, self.outputs)
+
+    def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
+        from gclab.coding.partial import partial_sum  # it builds on this module
+
+        packets = self._arrived.pop(job, {})
+        self._decoded.add(job)
+        return partial_sum(self.scheme, packets, self.grad_size)
 
     def wanted(self, job: int) -> list[tuple[int, int]]:
         if job in self._decoded:

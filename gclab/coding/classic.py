@@ -47,6 +47,11 @@ class IgnoreStragglers(LinearScheme):
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
         return every_s(n)
 
+    @property
+    def decoded_coverage(self) -> float:
+        """The first ``n − s`` packets cover ``(n − s)/n`` of the batch."""
+        return (self.n - self.s) / self.n
+
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         used = self.n - self.s
         if len(survivors) < used:

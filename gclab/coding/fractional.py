@@ -62,3 +62,10 @@ class FractionalScheme(LinearScheme):
             inverse = np.linalg.inv(self.generator[[w - start for w in members]])
             weights[:, [position[w] for w in members]] = inverse
         return weights
+
+    def partial_cover(self, survivors: tuple[int, ...]) -> tuple[int, ...]:
+        """The parts of every group with at least ``m`` survivors (each decodes alone)."""
+        alive = np.zeros(self.n // self.group_size, dtype=np.int64)
+        np.add.at(alive, np.asarray(survivors, dtype=np.int64) // self.group_size, 1)
+        covered = np.flatnonzero(alive >= self.m)
+        return tuple(int(p) for q in covered for p in self.placement[q * self.group_size])

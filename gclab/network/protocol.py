@@ -39,6 +39,12 @@ the round ends when all are in. Rule 4 then only runs if the due job still canno
 decode, and rounds run as the papers' code runs them (:meth:`StragglerModel.runs`).
 The default, ``decodable``, is gclab's own rule.
 
+``network.recovery=partial`` never pursues anything: the round ends at the close, and a
+due job that is not decodable is listed in :attr:`RoundOutcome.partial` for the engine
+to apply the partial gradient of what arrived (:meth:`~gclab.coding.base.Decoder.decode_partial`);
+rounds run as with ``decodable``. Only schemes with
+:attr:`~gclab.coding.base.Scheme.partial` take it (:func:`check_recovery`).
+
 **Clocks** (:mod:`gclab.network.clock`). The rules run as events on a timeline that
 knows only the results that have come back so far: the close is taken once no result
 still out can change it (a result that comes back at ``t`` arrives at ``a_w >= t``), a
@@ -67,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from gclab.coding.base import Decoder, StragglerModel
+from gclab.coding.base import Decoder, Scheme, StragglerModel
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.clock import ArrivalSource, Clock, Timeline, VirtualClock, WallClock
@@ -78,8 +84,9 @@ POLICIES = ("deadline", "all")
 MEASURED = "measured"
 #: ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``: the
 #: SGC papers' rule, a round whose erasures the scheme's straggler model does not admit
-#: waits for every packet.
-RECOVERIES = ("decodable", "wait_all")
+#: waits for every packet. ``partial``: a round ends at its close and a due job that is not
+#: decodable gets the partial gradient of what arrived.
+RECOVERIES = ("decodable", "wait_all", "partial")
 #: ``virtual``: durations follow from the model (both engines). ``wall``: the runtime
 #: sleeps, drops and measures (runtime only). See :mod:`gclab.network.clock`.
 CLOCKS: dict[str, Clock] = {"virtual": VirtualClock, "wall": WallClock}
@@ -157,6 +164,16 @@ class NetworkConfig:
         return Links(**rate, payload=float(payload))
 
 
+def check_recovery(scheme: Scheme, network: NetworkConfig) -> None:
+    """Refuse ``network.recovery=partial`` for a scheme without partial decoding (ConfigError)."""
+    if network.recovery == "partial" and not scheme.partial:
+        raise ConfigError(
+            f"network.recovery=partial is not supported by {scheme.name}, a code across "
+            "rounds whose packets mix several jobs, so a due job has no partial sum to "
+            "apply; use network.recovery=decodable or wait_all."
+        )
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
@@ -201,6 +218,9 @@ class RoundOutcome:
     #: Seconds of the server's work charged after the round (:meth:`RoundProtocol.charge`),
     #: included in ``duration``.
     server_time: float = 0.0
+    #: ``recovery=partial``: the due job, if it is not decodable; the engine applies its
+    #: partial gradient (:meth:`~gclab.coding.base.Decoder.decode_partial`).
+    partial: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -322,16 +342,19 @@ class RoundProtocol:
             rest = [(round, w) for w in np.flatnonzero(~line.delivered).tolist()]
             pursuit = replace(line.pursue(rest, close, None), waited=bool(rest))
         due = round - decoder.scheme.T
-        if self._needs_recovery(due, decoder):
+        short = self._needs_recovery(due, decoder)
+        partial = short and self.network.recovery == "partial"
+        if short and not partial:
             pursuit = pursuit.then(line.recover(due, pursuit.end))
         line.drain()
-        return self._conclude(line, due, close, pursuit)
+        outcome = self._conclude(line, due, close, pursuit)
+        return replace(outcome, partial=(due,)) if partial else outcome
 
     def runs(self, round: int, jobs: int, decoder: Decoder) -> bool:
         """Whether an engine runs ``round`` of a run of ``jobs`` jobs (rounds ``< jobs + T``).
 
-        ``decodable``: when it serves a job not decoded yet, so a run ends with its last
-        job. ``wait_all``: as the papers' code does (:meth:`StragglerModel.runs`).
+        ``decodable`` and ``partial``: when it serves a job not decoded yet, so a run ends
+        with its last job. ``wait_all``: as the papers' code does (:meth:`StragglerModel.runs`).
         """
         if self.network.recovery == "wait_all":
             return self._straggler_model(decoder).runs(round, jobs, decoder)

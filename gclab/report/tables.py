@@ -103,6 +103,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("final accuracy", _key("test_accuracy", _number(".4f"))),
         ("time to target (s)", _time_to_target),
         ("total virtual time (s)", _key("total_virtual_time", _number(".2f"))),
+        ("coverage mean", _key("coverage_mean", _number(".4f"))),
         ("decode ms mean", _key("decode_ms_mean", _number(".2f"))),
         ("decode ms p95", _key("decode_ms_p95", _number(".2f"))),
         ("waits", _key("waits", _integer)),
@@ -114,6 +115,7 @@ COLUMNS: dict[str, list[Column]] = {
     ],
     SIM: [
         ("total time (s)", _key("total_time", _number(".2f"))),
+        ("coverage mean", _key("coverage_mean", _number(".4f"))),
         ("waits", _key("waits", _integer)),
         ("retransmissions", _key("retransmissions", _integer)),
         ("load", _key("load", _number(".6f"))),

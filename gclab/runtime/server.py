@@ -115,8 +115,12 @@ class ParameterServer:
         """Every model's parameters and buffers, concatenated: one broadcast per round."""
         return torch.cat([m.state_vector() for m in self.models]).cpu().numpy()
 
-    def submit(self, job: int, gradient_sum: np.ndarray) -> list[int]:
-        """Queue job's decoded gradient sum; apply every job now in order. Returns applied."""
+    def submit(self, job: int, gradient_sum: np.ndarray | None) -> list[int]:
+        """Queue job's decoded gradient sum; apply every job now in order. Returns applied.
+
+        ``None`` (a partial job that covers nothing) applies no step; the schedule still
+        advances, so later jobs get the learning rate of an exact run.
+        """
         self._pending[job] = gradient_sum
         applied = []
         while self.next_job in self._pending:
@@ -124,9 +128,10 @@ class ParameterServer:
             i = self.next_job % len(self.models)
             weight = stale_weight(self.stale_lr, self.staleness(self.next_job))
             del self._started[self.next_job]
-            grad = torch.from_numpy(grad * weight / self.batch_size).float().to(self.device)
-            self.models[i].set_grad(grad)
-            self.optimizers[i].step()
+            if grad is not None:
+                grad = torch.from_numpy(grad * weight / self.batch_size).float().to(self.device)
+                self.models[i].set_grad(grad)
+                self.optimizers[i].step()
             if self.schedulers[i] is not None:
                 self.schedulers[i].step()
             applied.append(self.next_job)
@@ -287,6 +292,12 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         # drain rounds (r >= num_jobs) start jobs that do not exist: never decode them
         decoded = [j for j in decoder.decodable() if j < plan.num_jobs]
         gradients = [decoder.decode(job) for job in decoded]
+        coverage = [scheme.decoded_coverage] * len(decoded)
+        for job in outcome.partial:  # recovery=partial: what arrived, rescaled
+            gradient, covered = decoder.decode_partial(job)
+            decoded.append(job)
+            gradients.append(gradient)
+            coverage.append(covered)
         decode_ms = 1e3 * (time.perf_counter() - decode_start)
         applied = [a for job, g in zip(decoded, gradients) for a in server.submit(job, g)]
         # the server's work on the clock (network.server_time): decode and optimizer steps
@@ -302,7 +313,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
         record = recorder.round(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults,
-            1e3 * server_seconds,
+            1e3 * server_seconds, float(np.mean(coverage)) if coverage else scheme.decoded_coverage,
         )  # fmt: skip
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         finished = not done and server.next_job >= plan.num_jobs  # the last job is applied

@@ -29,6 +29,7 @@ from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.base import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
+from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.fast import FAMILIES, load_kernels
@@ -44,6 +45,7 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate_checked(cfg.delay)
     check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)
+    check_recovery(scheme, network)
     if cfg.sim.grid is not None and not cfg.sim.grid:
         raise ConfigError(
             "sim.grid=[] is invalid: give at least one setting, or null for the full grid."

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gclab.coding.base import Scheme
+from gclab.coding.base import Decoder, Scheme
 from gclab.errors import ConfigError
-from gclab.network import DelayModel, Finished, NetworkConfig, RoundProtocol
-from gclab.network.protocol import MEASURED
+from gclab.network import DelayModel, Finished, NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.network.protocol import MEASURED, check_recovery
 
 #: ``sim.payload_bytes`` by default: the gradient of the small CNN (``model=cnn``,
 #: 356 810 float32 parameters), the model of the packet-loss study.
@@ -56,6 +56,10 @@ class SimResult:
     server_time: np.ndarray
     #: Bytes the workers sent in each round, retransmissions included.
     bytes: np.ndarray
+    #: Fraction of the batch gradient recovered for the jobs each round finished (their
+    #: mean; below 1 only for partial jobs and inexact schemes), the decoded coverage
+    #: for a round that finished none.
+    coverage: np.ndarray
 
     @property
     def total_time(self) -> float:
@@ -84,6 +88,7 @@ class SimResult:
             "late": int(self.late.sum()),
             "bytes_sent": float(self.bytes.sum()),
             "server_time_total": float(self.server_time.sum()),
+            "coverage_mean": float(self.coverage.mean()),
         }
 
     def columns(self) -> dict[str, np.ndarray]:
@@ -97,6 +102,7 @@ class SimResult:
             "waited": self.waited.astype(int),
             "server_time": self.server_time,
             "bytes": self.bytes,
+            "coverage": self.coverage,
         }
 
     def write_rounds(self, path: Path) -> None:
@@ -121,17 +127,17 @@ def simulate(
     """Simulate ``jobs`` jobs of ``scheme``; raises :class:`ConfigError` before any round."""
     check_clock(network)
     check_run(scheme, delay, jobs, unit_time, payload_bytes)
+    check_recovery(scheme, network)
     protocol = RoundProtocol(network, delay, scheme.n, seed, payload=payload_bytes)
     decoder = scheme.decoder()
     compute = np.full(scheme.n, unit_time * scheme.load)
     index, durations, counts = [], [], []  # counts: erasures, lost, late, retransmissions, waited
-    server, sent = [], []
+    server, sent, coverage = [], [], []
     for r in range(jobs + scheme.T):
         if not protocol.runs(r, jobs, decoder):
             continue
         out = protocol.charge(protocol.run_round(r, Finished(compute), decoder, _symbolic))
-        for job in out.decodable:
-            decoder.decode(job)
+        coverage.append(decode_round(scheme, decoder, out))
         index.append(r)
         durations.append(out.duration)
         server.append(out.server_time)
@@ -154,7 +160,18 @@ def simulate(
         waited=table[4].astype(bool),
         server_time=np.array(server, dtype=np.float64),
         bytes=np.array(sent, dtype=np.float64),
+        coverage=np.array(coverage, dtype=np.float64),
     )
+
+
+def decode_round(scheme: Scheme, decoder: Decoder, out: RoundOutcome) -> float:
+    """Decode the round's decodable jobs (with ``recovery=partial`` also the covered part of
+    a due job that is not decodable); the round's coverage, the mean over those jobs."""
+    for job in out.decodable:
+        decoder.decode(job)
+    covered = [scheme.decoded_coverage] * len(out.decodable)
+    covered += [decoder.decode_partial(job)[1] for job in out.partial]
+    return float(np.mean(covered)) if covered else scheme.decoded_coverage
 
 
 def check_clock(network: NetworkConfig) -> None:

@@ -170,7 +170,7 @@ def fast_results(
     family = FAMILIES.get(name)
     if family is None or not settings or not family.accepts(node) or network.clock != "virtual":
         return None
-    if delay.timed:  # losses depend on sending times: the engine's business
+    if delay.timed or network.recovery == "partial":  # the engine's business
         return None
     delays = [family.delay(p) for p in settings]
     for T in dict.fromkeys(delays):  # the engine's check, in the order it would meet them
@@ -292,6 +292,7 @@ def _results(
                 waited=out.waited[i, rows],
                 server_time=np.full(count[i], server),
                 bytes=(n + sent) * sizes[i],
+                coverage=np.ones(count[i]),
             )
         )
     return results

@@ -16,7 +16,8 @@ protocol with the scheme's symbolic decoder give the run under any other delay m
   virtual time its job is applied in the replay.
 
 A ``train.pipeline=stale`` run with T > 0 is not replayable (its gradients depend on
-when earlier jobs were applied), nor is an inexact scheme: :func:`not_replayable` says why.
+when earlier jobs were applied), nor is an inexact scheme or a ``network.recovery=partial``
+run: :func:`not_replayable` says why.
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
     """Why the weights after each job could depend on the delay model; None if they cannot."""
     if not scheme.exact:
         return f"{scheme.describe()} is not exact: its weights depend on which packets arrive"
+    if cfg.network.recovery == "partial":
+        return "network.recovery=partial applies gradients that depend on which packets arrive"
     if scheme.T > 0 and cfg.train.pipeline is not Pipeline.interleaved:
         return (
             f"{scheme.describe()} with train.pipeline={cfg.train.pipeline.name} computes each "

@@ -62,6 +62,7 @@ class RunRecorder:
         self.bytes_sent = 0.0
         self.server_time = 0.0
         self.jobs = 0
+        self.coverage: list[float] = []  # per round run
         self.last_eval: dict[str, float] = {}
         self.time_to_target: float | None = None
 
@@ -93,14 +94,18 @@ class RunRecorder:
         compute: list[float],
         faults: dict[str, int],
         server_ms: float = math.nan,
+        coverage: float = 1.0,
     ) -> dict[str, Any]:
         """Record round ``r``: the protocol's outcome, jobs decoded and applied (in order).
 
         ``compute`` (each worker's measured compute seconds) goes to metrics.jsonl only:
         with it the simulator can replay the round exactly. ``server_ms`` is the measured
         decode and optimizer steps, whether or not the clock charged them (``server_time``
-        is what it charged), so a replay can charge them later.
+        is what it charged), so a replay can charge them later. ``coverage`` is the
+        fraction of the batch gradient recovered for the jobs the round decoded (1 when
+        exact; below with ``network.recovery=partial``).
         """
+        self.coverage.append(float(coverage))
         self.virtual_time += outcome.duration
         self.wall_time += wall_seconds
         self.waits += int(outcome.waited)
@@ -130,6 +135,7 @@ class RunRecorder:
                 "waited": bool(outcome.waited),
                 "decode_ms": decode_ms,
                 "server_ms": server_ms,
+                "coverage": float(coverage),
                 "train_loss": train_loss,
                 **faults,
                 "compute_s": compute,
@@ -160,7 +166,7 @@ class RunRecorder:
     #: Counters restored on resume (everything :meth:`summary` reads).
     STATE = (
         "virtual_time", "wall_time", "decode_ms", "decode_delays", "waits", "retransmissions",
-        "bytes_sent", "server_time", "jobs",
+        "bytes_sent", "server_time", "jobs", "coverage",
         "last_eval", "time_to_target",
     )  # fmt: skip
 
@@ -225,6 +231,7 @@ class RunRecorder:
             "retransmissions": self.retransmissions,
             "bytes_sent": self.bytes_sent,
             "server_time_total": self.server_time,
+            "coverage_mean": float(np.mean(self.coverage)) if self.coverage else None,
         }
         write_summary(self.run_dir / "summary.json", summary)
         return summary

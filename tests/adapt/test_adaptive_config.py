@@ -100,3 +100,9 @@ def test_simulator_refuses_adapting_and_searching_together(tmp_path: Path) -> No
     proc = sim(tmp_path, f"hydra.run.dir={tmp_path}", "adapt=search", "sim.search=true")
     assert proc.returncode == 2
     assert "adapt=search cannot be combined with sim.search=true" in proc.stderr
+
+
+def test_adaptation_refuses_partial_recovery() -> None:
+    with pytest.raises(ConfigError) as info:
+        sim_controller(["network.recovery=partial", "scheme=classic_fr"])
+    one_sentence(str(info.value), r"adapt=search does not combine with network\.recovery=partial.*")

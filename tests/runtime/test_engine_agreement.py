@@ -6,7 +6,8 @@ simulator's symbolic decoder and the round protocol must reproduce every round:
 erasures, losses, retransmissions, waits, decoded jobs, bytes and durations, in both
 ``network.recovery`` modes, with every link limited and the measured server time on the
 clock, and both engines must skip the same idle rounds. Every scheme
-runs with in-process workers (``helpers.inprocess``), one on real Ray actors.
+runs with in-process workers (``helpers.inprocess``), one on real Ray actors; the static
+codes also with ``network.recovery=partial``, whose coverage the engines agree on.
 """
 
 import numpy as np
@@ -45,6 +46,17 @@ def test_runtime_and_simulator_agree_round_by_round(tmp_path, scheme, recovery):
     check_agreement(tmp_path, SCHEMES[scheme], recovery, in_process)
 
 
+#: The static codes (``network.recovery=partial`` refuses the others); FR in the fast lane.
+PARTIAL = ["classic_fr", "classic_cr", "uncoded", "ignore_stragglers", "cce_fr", "cce_cr"]
+
+
+@pytest.mark.parametrize(
+    "scheme", [s if s == "classic_fr" else pytest.param(s, marks=pytest.mark.slow) for s in PARTIAL]
+)
+def test_partial_runtime_and_simulator_agree_round_by_round(tmp_path, scheme):
+    check_agreement(tmp_path, SCHEMES[scheme], "partial", in_process)
+
+
 @pytest.mark.slow
 def test_on_ray_runtime_and_simulator_agree_round_by_round(ray_session, tmp_path):
     check_agreement(tmp_path, SCHEMES["pipelined_cr"], "decodable", None)
@@ -78,8 +90,14 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
         assert record["server_time"] > 0
         assert record["bytes"] == out.bytes == (4 + out.retransmissions) * size
         decoded = [decoder.decode(job) for job in out.decodable if job < 10]
-        assert record["jobs_decoded"] == len(decoded)
-        assert record["decode_delays"] == [record["round"] - j for j in out.decodable if j < 10]
+        covered = [decoder.decode_partial(job)[1] for job in out.partial]
+        assert record["jobs_decoded"] == len(decoded) + len(covered)
+        assert record["decode_delays"] == [
+            record["round"] - j for j in (*out.decodable, *out.partial) if j < 10
+        ]
+        whole = [scheme_obj.decoded_coverage] * len(decoded)
+        none = scheme_obj.decoded_coverage  # a round that finished no job
+        assert record["coverage"] == (np.mean(whole + covered) if decoded or covered else none)
         assert record["round_time"] == pytest.approx(out.duration, abs=1e-12)
         assert record["erasures"] == out.erased.sum() and record["lost"] == out.lost.sum()
         assert record["late"] == out.late.sum() and record["waited"] == out.waited
@@ -92,7 +110,14 @@ def check_agreement(tmp_path, scheme, recovery, start_pool) -> None:
     assert [r["round"] for r in rounds] == sim.index.tolist()  # the same rounds skipped
     for key in ("erasures", "lost", "late"):
         assert [r[key] for r in rounds] == getattr(sim, key).tolist(), key
-    assert sim.lost.sum() > 0 and sim.retransmissions.sum() > 0  # the test exercised loss
+    assert sim.lost.sum() > 0  # the test exercised loss
+    if recovery == "partial":  # never waits, applied what arrived
+        assert sim.retransmissions.sum() == 0 and sim.coverage.tolist() == [
+            r["coverage"] for r in rounds
+        ]
+        assert min(sim.coverage) < 1
+    else:
+        assert sim.retransmissions.sum() > 0
 
 
 def _none(round: int, worker: int) -> None:

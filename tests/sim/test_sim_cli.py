@@ -124,7 +124,8 @@ def test_search_over_a_chosen_subset(tmp_path: Path) -> None:
         (("network.mu=-1",), "network.mu=-1.0 is invalid"),
         (
             ("network.recovery=sometimes",),
-            "network.recovery='sometimes' is invalid: it must be one of decodable, wait_all.",
+            "network.recovery='sometimes' is invalid: it must be one of decodable, wait_all, "
+            "partial.",
         ),
         (("cluster.workers=0",), "cluster.workers=0 is invalid"),
         (("sim.jobs=0",), "sim.jobs=0 is invalid"),

@@ -104,13 +104,16 @@ def test_summary_and_rounds_file(tmp_path: Path) -> None:
     assert summary["retransmissions"] >= summary["lost"] > 0 and summary["erasures"] == 0
     result.write_rounds(tmp_path / "rounds.csv")
     lines = (tmp_path / "rounds.csv").read_text().splitlines()
-    assert lines[0] == "round,duration,erasures,lost,late,retransmissions,waited,server_time,bytes"
+    assert lines[0] == (
+        "round,duration,erasures,lost,late,retransmissions,waited,server_time,bytes,coverage"
+    )
     assert len(lines) == 31
     assert float(lines[1].split(",")[1]) == result.durations[0]
     # every packet and every retransmission carries the small CNN's gradient
     assert summary["bytes_sent"] == (30 * 8 + summary["retransmissions"]) * PAYLOAD_BYTES
-    assert sum(float(line.split(",")[-1]) for line in lines[1:]) == summary["bytes_sent"]
+    assert sum(float(line.split(",")[-2]) for line in lines[1:]) == summary["bytes_sent"]
     assert summary["server_time_total"] == 0
+    assert summary["coverage_mean"] == 1 and all(line.endswith(",1.0") for line in lines[1:])
 
 
 @pytest.mark.parametrize(

@@ -193,6 +193,10 @@ def test_replays_that_would_be_wrong_are_refused(tmp_path):
     source_run(tmp_path / "faulty", faulty, 4, {3: 0.3})
     with pytest.raises(ReplayError, match="not replayable"):
         replay_into(tmp_path / "faulty", [*faulty, *LOSSY], tmp_path / "d")
+    partial = [*BASE, *CLASSIC, "network.recovery=partial"]
+    source_run(tmp_path / "partial", partial, 4, {3: 0.3})
+    with pytest.raises(ReplayError, match=r"not replayable.*network\.recovery=partial"):
+        replay_into(tmp_path / "partial", [*partial, *LOSSY], tmp_path / "e")
 
 
 # --- the normalised clock ------------------------------------------------------------------

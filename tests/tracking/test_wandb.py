@@ -35,13 +35,13 @@ def test_offline_run_file_holds_config_metrics_histogram_and_summary(tmp_path):
         r["test_accuracy"] for r in local if r["kind"] == "eval"
     ]
     assert all("virtual_time" in h and "wall_time" in h for h in rounds)
-    for key in ("server_time", "bytes"):  # what the clock charged, round by round
+    for key in ("server_time", "bytes", "coverage"):  # what the clock charged, what it covered
         assert [h[key] for h in rounds] == [r[key] for r in local if r["kind"] == "round"], key
     assert all(h["server_time"] > 0 and h["bytes"] > 0 for h in rounds)
     assert logged["summary"]["decode_ms_histogram"]["_type"] == "histogram"
     assert not any("decode_ms_histogram" in h for h in logged["history"])
     for key in ("test_accuracy", "total_virtual_time", "decode_ms_mean", "decode_ms_p95",
                 "waits", "retransmissions", "time_to_target", "bytes_sent",
-                "server_time_total"):  # fmt: skip
+                "server_time_total", "coverage_mean"):  # fmt: skip
         assert key in logged["summary"], key
         assert logged["summary"][key] == pytest.approx(summary[key]), key
