@@ -279,7 +279,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     except (Stop, Exception) as exc:
         stop = stop_of(exc)
         if stop is None:
-            return _failed(exc, run_dir, multirun, hydra_cfg.job.num)
+            return _failed(exc, run_dir, multirun, hydra_cfg.job.num if multirun else None)
         stop.reason = stopped_sentence(stop.reason, run_dir, list(hydra_cfg.overrides.task))
         (run_dir / "error.txt").write_text(stop.reason + "\n", encoding="utf-8")
         raise stop from None
@@ -287,7 +287,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     return summary.get("test_accuracy")
 
 
-def _failed(exc: Exception, run_dir: Path, multirun: bool, job: int) -> None:
+def _failed(exc: Exception, run_dir: Path, multirun: bool, job: int | None) -> None:
     """Record a failed run in its error.txt; bad input is one line, a bug its traceback.
 
     In a sweep the failure is reported and the other jobs go on.
