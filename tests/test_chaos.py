@@ -35,6 +35,13 @@ SWEEP = [
 #: The most actors the chaos kills.
 KILLS = 8
 
+#: How far the weights may be from the uninterrupted run's. A killed actor's packets are
+#: erasures, so the decoder sums other workers' packets, in another order: the same
+#: gradient up to float32 rounding, which 40 rounds of SGD amplify. Measured with a
+#: straggler erased in every round (these jobs, in process): up to 8.6e-4 (seed 1); one
+#: job's step left out moves the weights by 1.6e-2 (seed 0) and 7.3e-2 (seed 1).
+TOLERANCE = 2e-3
+
 
 def actor_pids(address: str) -> list[int]:
     """The worker actors' processes of the head at ``address`` (children of its raylet)."""
@@ -105,7 +112,7 @@ def test_a_sweep_whose_worker_actors_are_killed_at_random_keeps_its_weights(
             continue
         got = load_checkpoint(job / "checkpoint.pt")["model"]
         want = reference_weights(compose_config(overrides))
-        assert_same_weights(got, want)
+        assert_same_weights(got, want, tol=TOLERANCE)
         diff = max(float((got[k] - want[k]).abs().max()) for k in want)
         outcomes[job.name] = f"weights of the uninterrupted run (max difference {diff:.1e})"
     print(f"chaos: {killer.kills} actors killed in {time.monotonic() - started:.0f} s; {outcomes}")

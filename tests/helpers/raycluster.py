@@ -9,9 +9,11 @@ processes started here are stopped afterwards, never other people's Ray.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,8 +52,7 @@ def ray_cluster(*node_cpus: int, timeout: float = 180) -> Iterator[tuple[str, di
         yield address, auth
     finally:
         for proc in reversed(started):
-            proc.terminate()
-            proc.wait(timeout=60)
+            _stop_node(proc)
         shutil.rmtree(temp, ignore_errors=True)
 
 
@@ -59,7 +60,21 @@ def _start_node(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
         ["ray", "start", "--block", "--node-ip-address=127.0.0.1", *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        start_new_session=True,  # its own process group: the node and what it spawns
     )  # fmt: skip
+
+
+def _stop_node(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM the node's process group (``ray start --block`` then stops its raylet and
+    stores), and SIGKILL what is left of the group after ``grace`` seconds: a node whose
+    GCS is gone, or one on a loaded machine, can take longer than that to stop itself."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _wait_for_nodes(address: str, env: dict[str, str], nodes: int, timeout: float) -> None:
