@@ -48,3 +48,45 @@ def assert_blocks_match(document: Path, root: Path) -> int:
             f"{document.name}: block report:{name} has {len(got)} lines, the report {len(want)}"
         )
     return len(blocks)
+
+
+FENCED = re.compile(r"^```.*?^```", re.S | re.M)
+CODE_SPAN = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"!?\[[^\]]*\]\((?P<target>[^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} (?P<title>.+)$", re.M)
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor of a heading: code spans unwrapped, lower case, punctuation
+    dropped (word characters, hyphens and spaces stay), spaces turned into hyphens."""
+    text = CODE_SPAN.sub(lambda match: match.group(0)[1:-1], title).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(document: Path) -> set[str]:
+    """The anchors of a Markdown file's headings (a repeated one gets ``-1``, ``-2``, ...)."""
+    seen: dict[str, int] = {}
+    found = set()
+    for match in HEADING.finditer(FENCED.sub("", document.read_text(encoding="utf-8"))):
+        name = anchor(match["title"])
+        found.add(f"{name}-{seen[name]}" if name in seen else name)
+        seen[name] = seen.get(name, 0) + 1
+    return found
+
+
+def broken_links(document: Path) -> list[str]:
+    """The document's relative links (outside code) whose file is missing, or whose
+    ``#anchor`` names no heading of the Markdown file it points to."""
+    text = CODE_SPAN.sub("", FENCED.sub("", document.read_text(encoding="utf-8")))
+    broken = []
+    for match in LINK.finditer(text):
+        target = match["target"]
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, fragment = target.partition("#")
+        destination = document.parent / path if path else document
+        if not destination.exists():
+            broken.append(f"{target} (no such file)")
+        elif fragment and destination.suffix == ".md" and fragment not in anchors(destination):
+            broken.append(f"{target} (no such heading)")
+    return broken
