@@ -40,7 +40,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
-from hydra.errors import ConfigCompositionException, HydraException
+from hydra.errors import ConfigCompositionException, HydraException, OverrideParseException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
@@ -76,6 +76,8 @@ def run_app(app: Callable[[], Any], config_name: str) -> None:
             app()
     except ConfigError as exc:
         fail(prefix, str(exc))
+    except OverrideParseException as exc:  # the command line is not Hydra's override grammar
+        fail(prefix, unparsable(sys.argv, exc))
     except ConfigCompositionException as exc:  # Hydra's wrapper of every schema error
         fail(prefix, other_app(config_name, sys.argv[1:]) or one_line(exc))
     except (Stop, Exception) as exc:  # a run stopped from outside: its line and exit code
@@ -89,6 +91,23 @@ def run_app(app: Callable[[], Any], config_name: str) -> None:
             sys.stderr.flush()
             os._exit(stop.code)
         sys.exit(stop.code)
+
+
+def unparsable(argv: list[str], exc: OverrideParseException) -> str:
+    """One sentence for a command-line override Hydra's grammar rejects, naming it."""
+    parser = OverridesParser.create()
+    culprit = str(exc).splitlines()[0]  # Hydra's own words, if no single argument fails
+    for arg in (a for a in argv[1:] if not a.startswith("-")):
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException:
+            culprit = arg
+            break
+    return (
+        f"cannot parse the override {culprit!r}: a value with characters such as "
+        "~ * ? [ ] ( ) { } or spaces needs quotes, e.g. data.root='/path/with space', and "
+        "a home directory is spelt $HOME/... (the shell does not expand ~ after '=')."
+    )
 
 
 def fail(prefix: str, message: str) -> NoReturn:

@@ -108,6 +108,17 @@ def test_bad_value_exits_with_one_sentence_before_ray(tmp_path):
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
+def test_an_override_outside_hydras_grammar_exits_with_one_sentence_naming_it(tmp_path):
+    proc = gclab(*TINY, "data.root=~/cifar", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "gclab: error: cannot parse the override 'data.root=~/cifar': a value with characters "
+        "such as ~ * ? [ ] ( ) { } or spaces needs quotes, e.g. data.root='/path/with space', "
+        "and a home directory is spelt $HOME/... (the shell does not expand ~ after '=')."
+    ]
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_help_lists_the_config_groups():
     proc = gclab("--help", timeout=60)
