@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from gclab.coding import params
 from gclab.coding.contract import Decoder, Encoder, Part, Scheme, Task
-from gclab.errors import ConfigError, DecodeError
+from gclab.errors import DecodeError
 
 
 class CatchUp(Scheme):
@@ -20,9 +21,7 @@ class CatchUp(Scheme):
 
     def __init__(self, n: int, T: int = 1) -> None:
         self._check_workers(n)
-        if T < 0:
-            raise ConfigError(f"scheme.T={T} is invalid: it must be an integer >= 0.")
-        self.n, self.s, self.T = n, 0, T
+        self.n, self.s, self.T = n, 0, params.delay(T)  # a ConfigError sentence if T < 0
         self.parts = tuple(Part(w) for w in range(n))
         self.placement = tuple((w,) for w in range(n))
 
@@ -54,11 +53,11 @@ class SlotEncoder(Encoder):
         self.T = T
 
     def encode(self, round: int, partials: dict[Task, np.ndarray]) -> np.ndarray:
-        size = next(iter(partials.values())).size
-        packet = np.zeros((self.T + 1) * size, dtype=next(iter(partials.values())).dtype)
+        first = next(iter(partials.values()))
+        packet = np.zeros((self.T + 1, first.size), dtype=first.dtype)
         for task, grad in partials.items():
-            packet[(round - task.job) * size : (round - task.job + 1) * size] = grad
-        return packet
+            packet[round - task.job] = grad  # slot: how many rounds late the job is
+        return packet.reshape(-1)
 
 
 class CatchUpDecoder(Decoder):
