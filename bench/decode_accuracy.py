@@ -17,10 +17,12 @@ import time
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme, Task, combine
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.contract import Task
 from gclab.coding.evaluation import straggler_patterns
+from gclab.coding.linear import LinearScheme
+from gclab.coding.numerics import combine
 from gclab.errors import ConfigError, DecodeError
 
 

@@ -25,7 +25,7 @@ are timed together, as the driver's ``decode_ms`` does.
 
 The previous round's results are held until this round's decode ends, as the driver
 holds its ``gradients``: result arrays are reused only once dropped
-(:class:`gclab.coding.base.Outputs`).
+(:class:`gclab.coding.numerics.Outputs`).
 
 Then the first-time coefficient solve alone for new straggler sets at n = 256, s = 15
 (pipelined: a new erasure pattern over the T+1 rounds of a window).
@@ -55,12 +55,14 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 from common import machine  # noqa: E402
 
-from gclab.coding import base, pipelined  # noqa: E402
-from gclab.coding.base import Decoder, LinearScheme, Scheme  # noqa: E402
+from gclab.coding import numerics, stream  # noqa: E402
 from gclab.coding.cce import CCECR, CCEFR  # noqa: E402
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers  # noqa: E402
+from gclab.coding.contract import Decoder, Scheme  # noqa: E402
+from gclab.coding.linear import LinearScheme  # noqa: E402
+from gclab.coding.m_sgc import MSGC  # noqa: E402
 from gclab.coding.pipelined import PipelinedCR, PipelinedFR  # noqa: E402
-from gclab.coding.sgc import MSGC, SRSGC  # noqa: E402
+from gclab.coding.sr_sgc import SRSGC  # noqa: E402
 from gclab.coding.uncoded import Uncoded  # noqa: E402
 from gclab.errors import DecodeError  # noqa: E402
 
@@ -84,15 +86,15 @@ class Reads:
 
     def __init__(self) -> None:
         self.vectors: list[np.ndarray] = []
-        self.original = base.combine_sums
+        self.original = numerics.combine_sums
 
-    def __call__(self, sums: Sequence[base.Sum], *args: Any, **kwargs: Any) -> list[np.ndarray]:
+    def __call__(self, sums: Sequence[numerics.Sum], *args: Any, **kwargs: Any) -> list[np.ndarray]:
         for vectors, _ in sums:
             self.vectors.extend(vectors)
         return self.original(sums, *args, **kwargs)
 
     def install(self) -> None:
-        for module in (base, pipelined):
+        for module in (numerics, stream):
             module.combine_sums = self
 
 
@@ -156,12 +158,13 @@ def run(
     size = int(np.ceil(length * scheme.packet_fraction))
     packets = [p[:size] for p in pool]
     decoder = scheme.decoder(length)
-    reads = base.combine_sums
+    reads = numerics.combine_sums
     pattern = losses(scheme.n, lossy)
     stand_ins = [half for p in pool for half in (p[:length], p[length:])]
     steady, first, plain, write, read, results = [], [], [], [], [], []
     rounds = scheme.T + PERIOD * (2 if length > 1_000_000 else 8)  # small ones are cheap
     for r in range(rounds + scheme.T):  # the last T rounds drain the pipeline
+        decoder.begin_round(r)
         decoder.plan(r)
         lost = pattern[r % PERIOD] if r < rounds else set(range(scheme.n))
         workers = [w for w in range(scheme.n) if w not in lost]

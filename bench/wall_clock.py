@@ -46,6 +46,7 @@ def replay(overrides: list[str], rounds: list[dict]) -> np.ndarray:
     durations = []
     for record in rounds:
         compute = Finished(np.array(record["compute_s"]))
+        decoder.begin_round(record["round"])  # and any skipped round before it
         out = protocol.run_round(record["round"], compute, decoder, lambda r, w: None)
         for job in out.decodable:
             decoder.decode(job)

@@ -13,7 +13,7 @@ code's defaults (each marked ``# differs: <reason>``)::
 
 Hydra then rejects unknown keys and values of the wrong type at compose time.
 
-Schemes are found by their registry (:data:`gclab.coding.base.SCHEMES`): every scheme
+Schemes are found by their registry (:data:`gclab.coding.contract.SCHEMES`): every scheme
 class, built in or defined by a module outside gclab, gets ``schema/scheme/<name>`` the
 moment its class is defined. Delay models are listed in :data:`DELAYS`; the training
 app's torch and Ray groups are registered by :mod:`gclab.config`.
@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue
 
 import gclab.coding  # noqa: F401  (defines, and so registers, the built-in schemes)
-from gclab.coding.base import SCHEMES, Scheme
+from gclab.coding.contract import SCHEMES, Scheme
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from gclab.app import build
-from gclab.coding.base import SCHEMES as SCHEME_CLASSES
+from gclab.coding.contract import SCHEMES as SCHEME_CLASSES
 from gclab.errors import ConfigError
 from gclab.sim.engine import simulate
 from helpers.coding import builtin_schemes

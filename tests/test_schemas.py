@@ -16,7 +16,7 @@ from hydra.utils import get_object
 from omegaconf import OmegaConf
 
 from gclab import CONF_DIR
-from gclab.coding.base import SCHEMES, Scheme
+from gclab.coding.contract import SCHEMES, Scheme
 from helpers.config import compose_config
 
 GROUPS = ("scheme", "delay", "data", "model", "cluster", "logger")

@@ -21,7 +21,7 @@ from omegaconf import DictConfig
 
 from gclab.adapt.observe import Observed, Window, load_slope
 from gclab.adapt.options import Search
-from gclab.coding.base import Scheme
+from gclab.coding.contract import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked

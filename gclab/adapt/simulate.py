@@ -18,7 +18,7 @@ import numpy as np
 
 from gclab.adapt.decide import Controller
 from gclab.adapt.shift import Shifted
-from gclab.coding.base import Scheme
+from gclab.coding.contract import Scheme
 from gclab.network import DelayModel, Finished, NetworkConfig, RoundProtocol
 from gclab.sim.engine import (
     PAYLOAD_BYTES,
@@ -82,6 +82,7 @@ def simulate_adaptive(
                     limit = min(jobs, first + limit + every) - first
             if r >= limit + scheme.T:
                 break
+            decoder.begin_round(r)
             if protocol.runs(r, limit, decoder):
                 out = protocol.charge(protocol.run_round(r, Finished(compute), decoder, _symbolic))
                 coverage = decode_round(scheme, decoder, out)

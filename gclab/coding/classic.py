@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from gclab.coding import params
-from gclab.coding.base import LinearScheme, least_squares_weights
 from gclab.coding.cyclic import Construction, CyclicScheme, choose, node_constructions
 from gclab.coding.fractional import FractionalScheme
+from gclab.coding.linear import LinearScheme
+from gclab.coding.numerics import least_squares_weights
 
 
 class IgnoreStragglers(LinearScheme):

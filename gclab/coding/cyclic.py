@@ -16,8 +16,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme
 from gclab.coding.evaluation import NODE_FAMILIES, EvaluationCode, search_nodes
+from gclab.coding.linear import LinearScheme
 from gclab.errors import ConfigError
 
 

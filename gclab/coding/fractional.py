@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme
+from gclab.coding.linear import LinearScheme
 
 
 def cauchy_generator(d: int, m: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Partial decoding of a static code (``network.recovery=partial``): the covered parts' sum.
 
 When a job does not decode, :meth:`LinearScheme.partial_cover
-<gclab.coding.base.LinearScheme.partial_cover>` names the parts ``S`` whose gradient sum
+<gclab.coding.linear.LinearScheme.partial_cover>` names the parts ``S`` whose gradient sum
 the arrived packets ``F`` determine; the weights ``C`` solve ``C·E_F = 1_S`` (identity
 blocks on the parts of ``S``, zero elsewhere) by least squares and pass the same float64
 residual check as a full decode. The sum is rescaled by ``k / |S|`` so that, when every
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gclab.coding.base import RESIDUAL_TOL, LinearScheme, combine
+from gclab.coding.linear import LinearScheme
+from gclab.coding.numerics import RESIDUAL_TOL, combine
 from gclab.errors import DecodeError
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme
+from gclab.coding.linear import LinearScheme
 
 
 class Uncoded(LinearScheme):

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gclab.coding.base import Part
+from gclab.coding.contract import Part
 
 PAD = 4  # pixels of zero padding for the random crop (the standard CIFAR recipe)
 

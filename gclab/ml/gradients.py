@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gclab.coding.base import Part
+from gclab.coding.contract import Part
 from gclab.ml.batches import BatchPlan, Normalizer, augment
 
 

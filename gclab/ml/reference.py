@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from gclab.coding.base import Part
+from gclab.coding.contract import Part
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient

@@ -9,7 +9,8 @@ virtual or the wall clock (:mod:`gclab.network.clock`). The config layer
 from gclab.network import bernoulli, composite, gilbert_elliott, straggler, trace
 from gclab.network.base import DelayModel
 from gclab.network.clock import ArrivalSource, Finished, VirtualClock, WallClock
-from gclab.network.protocol import NetworkConfig, RecoveryError, RoundOutcome, RoundProtocol
+from gclab.network.protocol import NetworkConfig, RoundOutcome, RoundProtocol
+from gclab.network.rounds import RecoveryError
 
 __all__ = [
     "ArrivalSource",

@@ -38,9 +38,9 @@ import numpy as np
 import ray
 from ray.exceptions import ActorUnavailableError, GetTimeoutError, RayActorError
 
-from gclab.coding.base import Plan, Scheme
+from gclab.coding.contract import Plan, Scheme
 from gclab.errors import ConfigError
-from gclab.network.protocol import RecoveryError
+from gclab.network.rounds import RecoveryError
 from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
 from gclab.runtime.watch import ClusterWatch
 from gclab.runtime.worker import WorkerReport, WorkerSpec, host_shards, start_hosts

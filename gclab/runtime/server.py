@@ -25,7 +25,7 @@ import ray
 import torch
 from tqdm import tqdm
 
-from gclab.coding.base import Decoder, Scheme
+from gclab.coding.contract import Decoder, Scheme
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
@@ -262,6 +262,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
                 scheme = chosen
                 decoder, plan.protocol = switch(scheme, pool, plan.protocol, server.num_params)
                 packets.clear()
+        decoder.begin_round(r)  # the round hook: a dynamic plan is fixed now
         if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
             continue
         wall_start = time.perf_counter()

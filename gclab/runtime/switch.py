@@ -10,7 +10,7 @@ model and the jobs it knew decodable early.
 
 from __future__ import annotations
 
-from gclab.coding.base import Decoder, Scheme
+from gclab.coding.contract import Decoder, Scheme
 from gclab.network.protocol import RoundProtocol
 from gclab.runtime.pool import Pool
 

@@ -19,7 +19,7 @@ import ray
 import torch
 from hydra.utils import instantiate
 
-from gclab.coding.base import Part, Scheme, Task
+from gclab.coding.contract import Part, Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
 from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient, to_host
 from gclab.runtime.faults import Faults

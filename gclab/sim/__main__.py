@@ -26,7 +26,7 @@ from gclab import CONF_DIR
 from gclab.adapt.decide import controller
 from gclab.adapt.simulate import simulate_adaptive
 from gclab.cli import PREFIXES, fail, run_app
-from gclab.coding.base import Scheme
+from gclab.coding.contract import Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery

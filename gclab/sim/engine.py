@@ -12,10 +12,10 @@ Rounds ``0 .. J+T−1`` are candidates (the last job is due in round ``J−1+T``
 protocol says which run (:meth:`~gclab.network.RoundProtocol.runs`): with
 ``recovery=decodable`` a round that serves no undecoded job is skipped and costs
 nothing, so the run ends when its last job is decoded; ``wait_all`` runs what the
-papers' code runs. It never calls
-``decoder.plan``: in symbolic mode decodability depends only on which packets arrived,
-and building every worker's task list each round would cost more than the rest of the
-round together.
+papers' code runs. Every round begins with the round hook,
+``decoder.begin_round`` (skipped rounds too); the simulator never calls ``decoder.plan``:
+in symbolic mode decodability depends only on which packets arrived, and building every
+worker's task list each round would cost more than the rest of the round together.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gclab.coding.base import Decoder, Scheme
+from gclab.coding.contract import Decoder, Scheme
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.protocol import MEASURED, check_recovery
@@ -134,6 +134,7 @@ def simulate(
     index, durations, counts = [], [], []  # counts: erasures, lost, late, retransmissions, waited
     server, sent, coverage = [], [], []
     for r in range(jobs + scheme.T):
+        decoder.begin_round(r)
         if not protocol.runs(r, jobs, decoder):
             continue
         out = protocol.charge(protocol.run_round(r, Finished(compute), decoder, _symbolic))

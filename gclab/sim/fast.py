@@ -4,11 +4,11 @@
 of the SGC papers (``uncoded``; ``classic_cr`` with an exact predicate, i.e. an
 evaluation construction; ``sr_sgc``; ``m_sgc``), the virtual clock and a delay model
 that loses nothing over the run (no first transmission and no first retransmission
-attempt), :mod:`gclab.sim.kernels` computes every setting's rounds by the engine's
-rules; anything else returns ``None`` and the search simulates each setting with
-:func:`~gclab.sim.engine.simulate`, the ground truth this is tested against setting by
-setting (``tests/sim/test_fast.py``). The speed comes from computing arrival times once
-per distinct load and packet size for all rounds
+attempt), :mod:`gclab.sim.kernels` (SGC: :mod:`gclab.sim.sgc_kernels`) computes every
+setting's rounds by the engine's rules; anything else returns ``None`` and the search
+simulates each setting with :func:`~gclab.sim.engine.simulate`, the ground truth this is
+tested against setting by setting (``tests/sim/test_fast.py``). The speed comes from
+computing arrival times once per distinct load and packet size for all rounds
 (:meth:`~gclab.network.base.DelayModel.delays_by_load`, then the links of
 :mod:`gclab.network.links`), building no scheme object per setting (loads, packet sizes
 and names come from the schemes' own formulas), and a round costing a few passes over
@@ -26,7 +26,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from gclab.coding.evaluation import NODE_FAMILIES
-from gclab.coding.sgc import m_sgc_load, sr_sgc_stragglers
+from gclab.coding.m_sgc import m_sgc_load
+from gclab.coding.sr_sgc import sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.links import Links
 from gclab.sim.engine import SimResult
@@ -89,11 +90,11 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Record
 
 def _sgc(multiplexed: bool) -> Callable[..., None]:
     def run(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
-        from gclab.sim import kernels
+        from gclab.sim import sgc_kernels
 
         B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
         s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
-        kernels.sgc_rounds(
+        sgc_kernels.sgc_rounds(
             multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
             network.recovery == "wait_all", out.ran, out.duration, out.erased, out.late,
             out.sent, out.waited, out.failed,

@@ -14,9 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from gclab.coding.base import Scheme
 from gclab.coding.classic import ClassicCR, ClassicFR
-from gclab.coding.sgc import MSGC, SRSGC
+from gclab.coding.contract import Scheme
+from gclab.coding.m_sgc import MSGC
+from gclab.coding.sr_sgc import SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.network.trace import Trace
 

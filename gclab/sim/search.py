@@ -2,7 +2,7 @@
 
 As in the SGC papers (docs/simulator.md), a scheme's parameters are chosen by simulated
 runtime on a delay trace. Each scheme class declares its grid
-(:meth:`gclab.coding.base.Scheme.search_grid`): the parameter overrides to try for ``n``
+(:meth:`gclab.coding.contract.Scheme.search_grid`): the parameter overrides to try for ``n``
 workers and a ``network.recovery``.
 
 A full grid of ``uncoded``, ``classic_cr``, ``sr_sgc`` or ``m_sgc`` is computed by the
@@ -21,7 +21,7 @@ from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
 from gclab import CONF_DIR
-from gclab.coding.base import SCHEMES
+from gclab.coding.contract import SCHEMES
 from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig
 from gclab.schemas import instantiate_checked

@@ -36,7 +36,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 import gclab.config  # noqa: F401  (registers every schema, so the configs instantiate)
 from gclab.app import config_text
-from gclab.coding.base import Scheme
+from gclab.coding.contract import Scheme
 from gclab.config import Pipeline
 from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.protocol import MEASURED
@@ -97,6 +97,7 @@ def replay_rounds(
     while r < len(compute) or next_job <= until:
         row = min(r, len(compute) - 1)
         measured = None if server is None else float(server[row])
+        decoder.begin_round(r)
         outcome = protocol.charge(
             protocol.run_round(r, Finished(compute[row]), decoder, _symbolic), measured
         )

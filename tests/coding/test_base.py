@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gclab.coding import base
-from gclab.coding.base import Outputs, combine, combine_sums
+from gclab.coding import numerics
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
-from gclab.coding.sgc import SRSGC
+from gclab.coding.numerics import Outputs, combine, combine_sums
+from gclab.coding.sr_sgc import SRSGC
 from gclab.errors import DecodeError
 from helpers.coding import decode, packets, partials
 
@@ -30,7 +30,7 @@ def naive(vectors: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_combine_matches_naive_sum_across_chunks(m: int, kind: str, dtype, monkeypatch) -> None:
     """Several chunks and a ragged last one (1024 positions each), odd lengths for pairs."""
-    monkeypatch.setattr(base, "COMBINE_CHUNK", 1024)  # the smallest chunk combine takes
+    monkeypatch.setattr(numerics, "COMBINE_CHUNK", 1024)  # the smallest chunk combine takes
     rng = np.random.default_rng(m)
     length = 2 * 1024 + 333 if kind == "complex" else 3 * 1024 + 333
     sent = [rng.standard_normal(length).astype(dtype) for _ in range(5)]
@@ -53,7 +53,7 @@ def test_combine_sums_keeps_each_sum_and_adds_their_total(monkeypatch) -> None:
          np.array([[0.5, -0.25]])),
         ([rng.standard_normal(2500, dtype=np.float32) for _ in range(3)], np.ones((1, 3))),
     ]  # fmt: skip
-    monkeypatch.setattr(base, "COMBINE_CHUNK", 1024)
+    monkeypatch.setattr(numerics, "COMBINE_CHUNK", 1024)
     *groups, total = combine_sums(sums, 2500, total=True)
     for (vectors, weights), got in zip(sums, groups):
         np.testing.assert_allclose(got, naive(vectors, weights), rtol=1e-13, atol=1e-13)
@@ -152,6 +152,8 @@ def test_receive_many_keeps_the_first_copy_like_receive(make) -> None:
     sent = [np.random.default_rng(w).standard_normal(6) for w in range(4)]
     other = np.full(6, 7.0)
     decoder, reference = scheme.decoder(6), scheme.decoder(6)
+    decoder.begin_round(0)
+    reference.begin_round(0)
     decoder.receive_many(0, [1, 1, 2, 3], [sent[1], other, sent[2], sent[3]])
     decoder.receive(0, 1, other)
     for w in (1, 2, 3):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gclab.coding.base import LinearScheme
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers, random_h, tandon_encoding
+from gclab.coding.linear import LinearScheme
 from gclab.errors import ConfigError
 from helpers.coding import decode, packets, partials, relative_error
 

@@ -7,9 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from gclab.coding.base import SCHEMES, LinearScheme
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.contract import SCHEMES
+from gclab.coding.linear import LinearScheme
 from helpers.coding import (
     builtin_schemes,
     decodable_in_principle,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +18,11 @@ import pytest
 from hydra.errors import ConfigCompositionException
 
 from gclab.app import run
-from gclab.coding.base import SCHEMES
+from gclab.coding.contract import SCHEMES
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
+from helpers.newscheme import simulate_cli
 
 MODULE = '''"""Toy: fractional repetition in groups of s + 1, decoded by least squares."""
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from gclab.coding.base import LinearScheme
+from gclab.coding.linear import LinearScheme
 
 
 class Toy(LinearScheme):
@@ -73,13 +73,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def simulate(out: Path, *extra: str) -> dict:
     """``python -m gclab.sim`` on the toy scheme; its summary."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gclab.sim", SEARCHPATH, "scheme=toy", "cluster.workers=4",
-         "sim.jobs=20", "delay=straggler", f"hydra.run.dir={out}", *extra],
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return json.loads((out / "summary.json").read_text())
+    return simulate_cli("toy_gc", "toy", out, *extra)
 
 
 @pytest.mark.slow

@@ -12,9 +12,9 @@ import itertools
 import numpy as np
 import pytest
 
-from gclab.coding.base import LinearScheme
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
+from gclab.coding.linear import LinearScheme
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
@@ -95,7 +95,7 @@ def test_cyclic_packets_below_n_minus_s_determine_no_partition_sum(construction:
     [("pipelined_cr", {"T": 1}), ("pipelined_fr", {"T": 1}), ("sr_sgc", {}), ("m_sgc", {})],
 )
 def test_schemes_across_rounds_refuse_partial_in_one_sentence(name: str, overrides: dict) -> None:
-    from gclab.coding.base import SCHEMES
+    from gclab.coding.contract import SCHEMES
 
     scheme = SCHEMES[name](4, **overrides)
     with pytest.raises(ConfigError) as error:

@@ -9,8 +9,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from gclab.coding.base import Task
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.contract import Task
 from gclab.coding.pipelined import PipelinedCR, PipelinedFR
 from gclab.errors import ConfigError, DecodeError
 from helpers.coding import decode, packets, partials

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gclab.coding.base import Scheme
 from gclab.coding.classic import ClassicCR
+from gclab.coding.contract import Scheme
 from gclab.coding.pipelined import PipelinedCR, PipelinedFR
 from gclab.network import NetworkConfig
 from gclab.network.bernoulli import Bernoulli

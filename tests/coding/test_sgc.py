@@ -7,8 +7,10 @@ import itertools
 import numpy as np
 import pytest
 
-from gclab.coding.base import Task
-from gclab.coding.sgc import MSGC, SRSGC, bursty_model
+from gclab.coding.contract import Task
+from gclab.coding.m_sgc import MSGC
+from gclab.coding.sgc import bursty_model
+from gclab.coding.sr_sgc import SRSGC
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
 from gclab.network.straggler import Straggler
@@ -48,6 +50,7 @@ def test_every_admitted_sequence_decodes_every_job_by_its_deadline(
         decoder = scheme.decoder()
         done: set[int] = set()
         for r in range(rounds):
+            decoder.begin_round(r)
             for w in np.flatnonzero(~erased[r]).tolist():
                 decoder.receive(r, w, None)
             for job in decoder.decodable():
@@ -100,9 +103,12 @@ def test_sr_sgc_repeats_the_missed_job_b_rounds_later() -> None:
     scheme = SRSGC(4, 1, 2, 2)  # s = ceil(2/2) = 1, T = B = 1
     assert (scheme.s, scheme.T, scheme.load) == (1, 1, 0.5)
     decoder = scheme.decoder()
+    decoder.begin_round(0)
     for w in (2, 3):  # workers 0 and 1 straggle in round 0: v = 2 > s
         decoder.receive(0, w, None)
     assert decoder.decodable() == []
+    assert decoder.wanted(0) == [(0, 0), (0, 1)]  # round 1 has not begun: no repeat yet
+    decoder.begin_round(1)
     plan = decoder.plan(1)
     assert [t.job for t in plan[0]] == [0, 0] and [t.job for t in plan[1]] == [1, 1]
     assert decoder.wanted(0) == [(0, 0), (0, 1), (1, 0)]
@@ -113,18 +119,23 @@ def test_sr_sgc_repeats_the_missed_job_b_rounds_later() -> None:
 def test_sr_sgc_repeaters_are_first_the_workers_that_never_computed_the_job() -> None:
     scheme = SRSGC(6, 1, 2, 4)  # s = 2
     decoder = scheme.decoder()
+    decoder.begin_round(0)
     decoder.receive(0, 5, None)  # 5 stragglers in round 0: v = 5, 3 repeat job 0 in round 1
+    decoder.begin_round(1)
     assert [plan[0].job for plan in decoder.plan(1)] == [0, 0, 0, 1, 1, 1]
     decoder.receive(1, 4, None)  # round 1: workers 0-2 (job 0) and 3, 5 (job 1) lost
     # job 1: 3 never computed it, 2 lost it -> v = 5; repeaters 0, 1, 2 first
+    decoder.begin_round(2)
     assert [plan[0].job for plan in decoder.plan(2)] == [1, 1, 1, 2, 2, 2]
 
 
 def test_m_sgc_redoes_a_failed_d1_chunk_instead_of_its_d2_group() -> None:
     scheme = MSGC(4, 1, 2, 1)  # T = 1: slot 0 = D1 chunk 0, slot 1 = D2 group 0 (λ = 1)
     decoder = scheme.decoder()
+    decoder.begin_round(0)
     for w in (0, 1, 3):  # worker 2 straggles in round 0
         decoder.receive(0, w, None)
+    decoder.begin_round(1)
     plan = decoder.plan(1)
     slot1 = {w: [t for t in plan[w] if t.job == 0] for w in range(4)}
     assert slot1[2] == [Task(0, scheme.part(2, 0))]  # redo chunk (0, 2)
@@ -142,6 +153,7 @@ def test_m_sgc_parts_tile_every_shard_and_placement_holds_only_touched_shards() 
             assert all(a.hi == b.lo and a.lo < a.hi for a, b in itertools.pairwise(pieces))
         decoder = scheme.decoder()
         for r in range(3 * (scheme.T + 1)):
+            decoder.begin_round(r)
             for w, tasks in enumerate(decoder.plan(r)):
                 assert {scheme.parts[t.part].shard for t in tasks} <= set(scheme.placement[w])
                 steady = r >= scheme.T
@@ -190,3 +202,16 @@ def test_symbolic_and_real_agree_through_the_protocol_with_stragglers(make) -> N
 def test_bad_parameters_raise_one_sentence(make, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make()
+
+
+@pytest.mark.parametrize("make", [lambda: SRSGC(4, 1, 2, 2), lambda: MSGC(4, 1, 2, 1)])
+def test_a_round_is_planned_only_once_it_has_begun(make) -> None:
+    """The round hook fixes a plan; nothing of a round is asked or delivered before it."""
+    decoder = make().decoder()
+    for ask in (lambda: decoder.plan(0), lambda: decoder.receive(0, 1, None)):
+        with pytest.raises(RuntimeError, match=r"begin_round\(0\) first"):
+            ask()
+    decoder.begin_round(1)  # begins round 0 too (a fresh decoder mid-run catches up)
+    assert len(decoder.plan(0)) == len(decoder.plan(1)) == 4
+    with pytest.raises(RuntimeError, match=r"round 2 has not begun"):
+        decoder.serves(2, 10)

@@ -7,9 +7,10 @@ from typing import TypeVar
 
 import numpy as np
 
-from gclab.coding.base import SCHEMES, LinearScheme, Task
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
+from gclab.coding.contract import SCHEMES, Task
+from gclab.coding.linear import LinearScheme
 from gclab.coding.uncoded import Uncoded
 
 V = TypeVar("V")

@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-from gclab.coding.base import Plan, Scheme
-from gclab.network.protocol import RecoveryError
+from gclab.coding.contract import Plan, Scheme
+from gclab.network.rounds import RecoveryError
 from gclab.runtime.server import TrainingPlan
 from gclab.runtime.worker import Shard, WorkerHost, WorkerReport, WorkerSpec, host_shards
 

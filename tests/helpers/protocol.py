@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from gclab.coding.base import Decoder, LinearScheme, Part, Plan, Scheme, Task
+from gclab.coding.contract import Decoder, Part, Plan, Scheme, Task
+from gclab.coding.linear import LinearScheme
 from gclab.network.base import DelayModel
 
 

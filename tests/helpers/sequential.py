@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gclab.coding.base import Scheme
+from gclab.coding.contract import Scheme
 from gclab.network import Finished, NetworkConfig, RoundProtocol
 
 
@@ -45,6 +45,7 @@ def run_stream(scheme: Scheme, erased: np.ndarray, grads: np.ndarray) -> StreamR
         run.decoded_at[job] = r
 
     for r in range(erased.shape[0]):
+        decoder.begin_round(r)
         plan = decoder.plan(r)
         for w in range(scheme.n):
             mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
@@ -97,6 +98,7 @@ def real_run(scheme: Scheme, delay, network: NetworkConfig, jobs: int, seed: int
     zero = np.zeros(length)
     durations, decoded_at, worst = [], {}, 0.0
     for r in range(jobs + scheme.T):
+        decoder.begin_round(r)
         if not protocol.runs(r, jobs, decoder):  # as the runtime: no round after the last decode
             continue
         plan = decoder.plan(r)
@@ -121,6 +123,7 @@ def symbolic_decode_rounds(scheme: Scheme, delay, network: NetworkConfig, jobs: 
     decoder = scheme.decoder()
     decoded_at = {}
     for r in range(jobs + scheme.T):
+        decoder.begin_round(r)
         if not protocol.runs(r, jobs, decoder):
             continue
         out = protocol.run_round(r, Finished(np.zeros(scheme.n)), decoder, lambda rr, w: None)

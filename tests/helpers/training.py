@@ -23,6 +23,21 @@ def reference_weights(cfg) -> dict[str, torch.Tensor]:
     return flat.model.state_dict()
 
 
+def interleaved_references(cfg) -> list[dict]:
+    """T+1 independent single-process SGD runs: model m trains on jobs m, m+T+1, ..."""
+    plan, _ = build(cfg)
+    weights = []
+    for m in range(plan.models):
+        torch.manual_seed(plan.seed)
+        flat = train_single_process(
+            instantiate(plan.model_cfg), plan.data, plan.scheme.k, plan.batch_size,
+            plan.num_jobs, plan.seed, plan.augment, plan.build_optimizer,
+            jobs=range(m, plan.num_jobs, plan.models),
+        )  # fmt: skip
+        weights.append(flat.model.state_dict())
+    return weights
+
+
 def trained_weights(cfg, run_dir: Path, start_pool=None) -> dict[str, torch.Tensor]:
     """Model 0's weights after ``run`` (on Ray actors unless ``start_pool`` says otherwise)."""
     run(cfg, run_dir, start_pool=start_pool)

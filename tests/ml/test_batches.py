@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from gclab.coding.base import Part
+from gclab.coding.contract import Part
 from gclab.ml.batches import BatchPlan, augment, part_bounds, shard_indices
 
 

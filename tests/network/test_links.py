@@ -16,7 +16,7 @@ import pytest
 
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR
-from gclab.coding.sgc import MSGC
+from gclab.coding.m_sgc import MSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
 from gclab.network.base import DelayModel

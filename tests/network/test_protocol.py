@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from gclab.coding.base import Scheme, StragglerModel
+from gclab.coding.contract import Scheme, StragglerModel
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import (

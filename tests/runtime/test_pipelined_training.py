@@ -6,37 +6,21 @@ of pipelined_cr also runs on real Ray actors.
 
 import numpy as np
 import pytest
-import torch
 from hydra.utils import instantiate
 
-from gclab.app import build, run
-from gclab.ml.reference import train_single_process
+from gclab.app import run
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
 from helpers.training import (
     assert_same_weights,
+    interleaved_references,
     reference_weights,
     rotating_straggler_trace,
     trained_weights,
 )
 
 JOBS = 6
-
-
-def interleaved_references(cfg) -> list[dict]:
-    """T+1 independent single-process SGD runs: model m trains on jobs m, m+T+1, ..."""
-    plan, _ = build(cfg)
-    weights = []
-    for m in range(plan.models):
-        torch.manual_seed(plan.seed)
-        flat = train_single_process(
-            instantiate(plan.model_cfg), plan.data, plan.scheme.k, plan.batch_size,
-            plan.num_jobs, plan.seed, plan.augment, plan.build_optimizer,
-            jobs=range(m, plan.num_jobs, plan.models),
-        )  # fmt: skip
-        weights.append(flat.model.state_dict())
-    return weights
 
 
 def alternating_straggler_trace(path, n: int, rounds: int):

@@ -9,8 +9,9 @@ import pytest
 
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR
+from gclab.coding.m_sgc import MSGC
 from gclab.coding.pipelined import PipelinedCR
-from gclab.coding.sgc import MSGC, SRSGC
+from gclab.coding.sr_sgc import SRSGC
 from gclab.coding.uncoded import Uncoded
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig

@@ -9,7 +9,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from gclab import CONF_DIR
-from gclab.coding.base import SCHEMES, LinearScheme
+from gclab.coding.contract import SCHEMES
+from gclab.coding.linear import LinearScheme
 from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gclab.coding.base import SCHEMES
 from gclab.coding.classic import ClassicCR
-from gclab.coding.sgc import MSGC, SRSGC
+from gclab.coding.contract import SCHEMES
+from gclab.coding.m_sgc import MSGC
+from gclab.coding.sr_sgc import SRSGC
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
 from gclab.sim.engine import simulate
