@@ -11,7 +11,10 @@ code's defaults (each marked ``# differs: <reason>``)::
       - /schema/<group>/<option>@_here_
       - _self_
 
-Hydra then rejects unknown keys and values of the wrong type at compose time.
+Hydra then rejects unknown keys and values of the wrong type at compose time, and a
+value outside a parameter's choices: a string choice is a ``StrEnum`` in the signature
+(``placement: Strategy = Strategy.pack``), so the YAML and the command line spell it as
+a plain string and OmegaConf checks it against the members' names.
 
 Schemes are found by their registry (:data:`gclab.coding.base.SCHEMES`): every scheme
 class, built in or defined by a module outside gclab, gets ``schema/scheme/<name>`` the
