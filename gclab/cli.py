@@ -21,10 +21,9 @@ a schema error while Hydra composes the config: unknown option, misspelt key, wr
 type, a value outside its key's choices) prints one line and exits 2
 (:func:`run_app`). A run stopped from outside (:class:`gclab.interrupts.Stop`: SIGINT,
 SIGTERM, a lost Ray cluster) prints its one line and exits 130, 143 or 3. Anything
-else is a bug or a
-failure of the environment: Python prints its traceback and the process exits 1.
-Hydra would print schema errors on several lines and exit 1, so Hydra is asked to
-re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
+else is a bug or a failure of the environment: Python prints its traceback and the
+process exits 1. Hydra would print schema errors on several lines and exit 1, so Hydra
+is asked to re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
 """
 
 from __future__ import annotations
