@@ -23,7 +23,7 @@ from gclab import CONF_DIR
 from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
-from gclab.errors import ConfigError
+from gclab.errors import ConfigError, under
 from gclab.interrupts import Stop, handled, stop_of
 from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
@@ -122,11 +122,13 @@ def build(cfg: DictConfig):
         f"e.g. {_nearest_multiples(batch, scheme.k)}.",
     )
     delay = instantiate_checked(cfg.delay)
-    network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
-    check_recovery(scheme, network)
+    with under("network"):
+        network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
+        check_recovery(scheme, network)
     logger = instantiate_checked(cfg.logger)
     source = instantiate_checked(cfg.data)
-    data = source.load()
+    with under("data"):
+        data = source.load()
     classes = cfg.model.num_classes
     _check(
         classes is None or classes == data.num_classes,
@@ -141,7 +143,7 @@ def build(cfg: DictConfig):
     )
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     model_cfg["num_classes"] = data.num_classes
-    model = instantiate_checked(OmegaConf.create(model_cfg))  # a bad model.* fails before Ray
+    model = instantiate_checked(cfg.model, num_classes=data.num_classes)  # fails before Ray
     payload = 4 * sum(p.numel() for p in model.parameters())  # a float32 gradient's bytes
     shard = len(data.train_y) // scheme.k
     per_shard = batch // scheme.k
@@ -157,7 +159,8 @@ def build(cfg: DictConfig):
     )
     steps_per_epoch = shard // per_shard
     jobs = cfg.train.rounds or math.ceil(cfg.train.epochs * steps_per_epoch)
-    delay.check(scheme.n, jobs + scheme.T)
+    with under("delay"):
+        delay.check(scheme.n, jobs + scheme.T)
     protocol = RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
     jobs_key = "train.rounds" if cfg.train.rounds else "train.epochs"
     adaptive = controller(cfg, scheme, delay, network, payload, jobs, jobs_key)

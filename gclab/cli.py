@@ -18,18 +18,19 @@ by itself:
 
 A validation failure (a :class:`ConfigError`, from :func:`prepare` or from the app, or
 a schema error while Hydra composes the config: unknown option, misspelt key, wrong
-type) prints one line and exits 2 (:func:`run_app`). A run stopped from outside
-(:class:`gclab.interrupts.Stop`: SIGINT, SIGTERM, a lost Ray cluster) prints its one
-line and exits 130, 143 or 3. Anything else is a bug or a
-failure of the environment: Python prints its traceback and the process exits 1.
-Hydra would print schema errors on several lines and exit 1, so Hydra is asked to
-re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
+type, a value outside its key's choices) prints one line and exits 2
+(:func:`run_app`). A run stopped from outside (:class:`gclab.interrupts.Stop`: SIGINT,
+SIGTERM, a lost Ray cluster) prints its one line and exits 130, 143 or 3. Anything
+else is a bug or a failure of the environment: Python prints its traceback and the
+process exits 1. Hydra would print schema errors on several lines and exit 1, so Hydra
+is asked to re-raise (``HYDRA_FULL_ERROR=1``) and the error is reported here.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,7 +43,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import ConfigCompositionException, HydraException, OverrideParseException
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from gclab import CONF_DIR
 from gclab.errors import ConfigError
@@ -59,6 +60,9 @@ APPS = {
 
 #: Lines of Hydra/OmegaConf messages that only repeat where the error is.
 NOISE = ("full_key:", "reference_type=", "object_type=")
+
+#: OmegaConf's message for a value that is not a member of an Enum field's type.
+CHOICE = re.compile(r"Invalid value '(?P<value>.*)', expected one of \[(?P<choices>.*)\]")
 
 #: The Hydra config group of launchers.
 LAUNCHER = "hydra/launcher"
@@ -135,7 +139,14 @@ def _hydra_reraises() -> Iterator[None]:
 
 
 def one_line(exc: BaseException) -> str:
-    """A composition error and its causes on one line (option lists comma-separated)."""
+    """A composition error and its causes on one line (option lists comma-separated).
+
+    A value that is not one of its key's choices (an Enum field) gets the sentence the
+    project's own checks write (:func:`invalid_choice`).
+    """
+    choice = invalid_choice(exc)
+    if choice is not None:
+        return choice
     heads, tails = [], []
     while exc is not None:
         lines = []
@@ -154,6 +165,23 @@ def one_line(exc: BaseException) -> str:
             tails += lines[1:]
         exc = exc.__cause__
     return ". ".join([": ".join(heads), *tails]).rstrip(".") + "."
+
+
+def invalid_choice(exc: BaseException | None) -> str | None:
+    """``<key>='<value>' is invalid: it must be one of <choices>.``, if a choice failed.
+
+    OmegaConf rejects a value of an Enum field, when an override or a config file sets
+    it, with a ValidationError that lists the valid names; Hydra wraps it.
+    """
+    while exc is not None:
+        match = CHOICE.match(str(exc))
+        if isinstance(exc, ValidationError) and exc.full_key and match:
+            return (
+                f"{exc.full_key}={match['value']!r} is invalid: "
+                f"it must be one of {match['choices']}."
+            )
+        exc = exc.__cause__
+    return None
 
 
 def other_app(config_name: str, argv: list[str]) -> str | None:

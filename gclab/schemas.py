@@ -11,7 +11,10 @@ code's defaults (each marked ``# differs: <reason>``)::
       - /schema/<group>/<option>@_here_
       - _self_
 
-Hydra then rejects unknown keys and values of the wrong type at compose time.
+Hydra then rejects unknown keys and values of the wrong type at compose time, and a
+value outside a parameter's choices: a string choice is a ``StrEnum`` in the signature
+(``placement: Strategy = Strategy.pack``), so the YAML and the command line spell it as
+a plain string and OmegaConf checks it against the members' names.
 
 Schemes are found by their registry (:data:`gclab.coding.contract.SCHEMES`): every scheme
 class, built in or defined by a module outside gclab, gets ``schema/scheme/<name>`` the
@@ -21,8 +24,7 @@ app's torch and Ray groups are registered by :mod:`gclab.config`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
@@ -34,10 +36,10 @@ from omegaconf.errors import MissingMandatoryValue
 
 import gclab.coding  # noqa: F401  (defines, and so registers, the built-in schemes)
 from gclab.coding.contract import SCHEMES, Scheme
-from gclab.errors import ConfigError
+from gclab.errors import ConfigError, under
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli
-from gclab.network.composite import Composite, slot_message
+from gclab.network.composite import Composite
 from gclab.network.gilbert_elliott import GilbertElliott, TimedGilbertElliott
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
@@ -99,21 +101,29 @@ SCHEMES.subscribe(register_scheme)
 
 
 def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
-    """``instantiate`` that surfaces our own ConfigError instead of Hydra's wrapper.
+    """``instantiate`` that surfaces our own ConfigError, named by the node's config key.
 
-    Options nested in the node (a ``delay=composite``'s parts) are built first, one by
-    one, so that a part's error names the key the user typed: a part's
-    ``delay.<key>`` reads ``delay.<slot>.<key>``. A constructor's one-sentence
-    ConfigError is what the user should read; Hydra wraps it in an
-    InstantiationException with the whole call in the message. Any other failure is a
-    bug, not bad input, and propagates as it is (with its traceback).
+    A constructor's one-sentence ConfigError is what the user should read; Hydra wraps
+    it in an InstantiationException with the whole call in the message. The constructor
+    names its parameter (``p=2 is invalid ...``, :class:`ConfigError`'s ``param``); here
+    it is qualified with the node's key, so the user reads the key they typed,
+    ``delay.p=2``. Options nested in the node (a ``delay=composite``'s parts) are built
+    first, one by one, each under its slot: a part's error reads ``delay.loss.p=2``. A
+    node outside a config tree (its key is ``""``) leaves the parameter as it is. Any
+    other failure is a bug, not bad input, and propagates as it is (with its traceback).
     """
+    with under(node._get_full_key(None)):
+        return _build(node, **kwargs)
+
+
+def _build(node: DictConfig, **kwargs: Any) -> Any:
+    """:func:`instantiate_checked` below the node's own key."""
     try:
         parts = [k for k, v in node.items() if isinstance(v, DictConfig) and "_target_" in v]
         for slot in parts:
             if slot not in kwargs:
-                with _slot_errors(slot):
-                    kwargs[slot] = instantiate_checked(node[slot])
+                with under(slot):
+                    kwargs[slot] = _build(node[slot])
         if parts:  # the built parts replace their configs (a typed node takes no object)
             node = OmegaConf.masked_copy(node, [k for k in node if k not in parts])
         return instantiate(node, **kwargs)
@@ -128,12 +138,3 @@ def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
         raise ConfigError(
             f"{exc.full_key} is missing: give it on the command line, e.g. {exc.full_key}=..."
         ) from None
-
-
-@contextmanager
-def _slot_errors(slot: str) -> Iterator[None]:
-    """Re-raise a nested option's ``<group>.<key>`` ConfigError as ``<group>.<slot>.<key>``."""
-    try:
-        yield
-    except ConfigError as exc:
-        raise ConfigError(slot_message(slot, str(exc))) from None

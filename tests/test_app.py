@@ -73,7 +73,6 @@ def test_wrong_type_fails_at_compose_time():
             "train.stop_at_target=true train.target_accuracy=0.5",
             r"stop_at_target=true needs .* train\.eval_every > 0 .*eval_every=0\)",
         ),
-        ("logger=wandb logger.mode=loud", r"logger\.mode='loud' is invalid"),
         ("data=image_folder data.root=/nonexistent", r"data\.root=/nonexistent has no train"),
     ],
 )

@@ -93,10 +93,11 @@ class CIFAR10Data(DataSource):
             test = CIFAR10(str(self.root), train=False, download=self.download)
         except Exception as exc:  # network errors, corrupted or missing files
             raise ConfigError(
-                f"CIFAR-10 is not in data.root={self.root} and could not be downloaded "
+                f"root={self.root} does not hold CIFAR-10 and it could not be downloaded "
                 f"({type(exc).__name__}: {exc}); put the extracted 'cifar-10-batches-py' "
                 "folder there, or use data=image_folder data.root=<tree with train/ and "
-                "test/>, or data=synthetic for an offline run."
+                "test/>, or data=synthetic for an offline run.",
+                param="root",
             ) from exc
 
         def tensors(ds) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,7 +128,8 @@ def _read_cifar_batches(folder: Path) -> ImageData:
         path = folder / name
         if not path.is_file():
             raise ConfigError(
-                f"data.verify=false needs the CIFAR-10 python layout, but {path} is missing."
+                f"verify=false needs the CIFAR-10 python layout, but {path} is missing.",
+                param="verify",
             )
         with open(path, "rb") as f:
             return _ArraysOnlyUnpickler(f, encoding="latin1").load()
@@ -152,9 +154,10 @@ class ImageFolderData(DataSource):
         missing = [split for split in ("train", "test") if not (self.root / split).is_dir()]
         if missing:
             raise ConfigError(
-                f"data.root={self.root} has no {' or '.join(missing)}/ folder; image_folder "
+                f"root={self.root} has no {' or '.join(missing)}/ folder; image_folder "
                 "needs root/train/<class>/ and root/test/<class>/ (e.g. written by "
-                "shared/data/make_cifar10.py)."
+                "shared/data/make_cifar10.py).",
+                param="root",
             )
         self.cache = cache
         self.augment = augment
@@ -164,8 +167,9 @@ class ImageFolderData(DataSource):
         test_x, test_y, test_classes = self._split("test")
         if classes != test_classes:
             raise ConfigError(
-                f"data.root={self.root}: train/ and test/ have different class folders "
-                f"({classes} vs {test_classes})."
+                f"root={self.root}: train/ and test/ have different class folders "
+                f"({classes} vs {test_classes}).",
+                param="root",
             )
         return ImageData(train_x, train_y, test_x, test_y, num_classes=len(classes))
 
@@ -176,8 +180,9 @@ class ImageFolderData(DataSource):
             folder = ImageFolder(str(self.root / split))
         except FileNotFoundError:  # no class folder, or no file with an image extension
             raise ConfigError(
-                f"data.root={self.root}: {split}/ holds no images in class folders; "
-                f"image_folder needs root/{split}/<class>/<image file>."
+                f"root={self.root}: {split}/ holds no images in class folders; "
+                f"image_folder needs root/{split}/<class>/<image file>.",
+                param="root",
             ) from None
         listing = "\n".join(f"{p}:{os.path.getsize(p)}" for p, _ in folder.samples)
         digest = hashlib.sha1(listing.encode()).hexdigest()[:16]
@@ -235,11 +240,13 @@ class SyntheticData(DataSource):
     ) -> None:
         for key, value in (("train_size", train_size), ("test_size", test_size)):
             if value < 1:
-                raise ConfigError(f"data.{key}={value} is invalid: it must be >= 1.")
+                raise ConfigError(f"{key}={value} is invalid: it must be >= 1.", param=key)
         if num_classes < 2:
-            raise ConfigError(f"data.num_classes={num_classes} is invalid: it must be >= 2.")
+            raise ConfigError(
+                f"num_classes={num_classes} is invalid: it must be >= 2.", param="num_classes"
+            )
         if noise < 0:
-            raise ConfigError(f"data.noise={noise} is invalid: it must be >= 0.")
+            raise ConfigError(f"noise={noise} is invalid: it must be >= 0.", param="noise")
         self.sizes = (train_size, test_size)
         self.num_classes, self.noise, self.seed, self.augment = num_classes, noise, seed, augment
 

@@ -18,7 +18,9 @@ class SmallCNN(nn.Module):
     def __init__(self, num_classes: int = 10, width: int = 32) -> None:
         super().__init__()
         if width < 1:  # torch would build empty or negative layers and fail in a worker
-            raise ConfigError(f"model.width={width} is invalid: it must be an integer >= 1.")
+            raise ConfigError(
+                f"width={width} is invalid: it must be an integer >= 1.", param="width"
+            )
         c1, c2, c3 = width, 2 * width, 4 * width
         self.features = nn.Sequential(
             nn.Conv2d(3, c1, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

@@ -80,7 +80,7 @@ def probability(
     v = number(name, value)
     if v < 0 or v > 1 or (positive and v == 0) or (below_one and v == 1):
         raise ConfigError(
-            f"delay.{name}={value!r} is invalid: it must be a probability in {low}, {high}."
+            f"{name}={value!r} is invalid: it must be a probability in {low}, {high}.", param=name
         )
     return v
 
@@ -89,7 +89,7 @@ def non_negative(name: str, value: float) -> float:
     """``value`` as a finite float >= 0, else :class:`ConfigError`."""
     v = number(name, value)
     if v < 0:
-        raise ConfigError(f"delay.{name}={value!r} is invalid: it must be >= 0.")
+        raise ConfigError(f"{name}={value!r} is invalid: it must be >= 0.", param=name)
     return v
 
 
@@ -100,5 +100,5 @@ def number(name: str, value: float) -> float:
     except (TypeError, ValueError):
         v = math.nan
     if isinstance(value, bool) or not math.isfinite(v):
-        raise ConfigError(f"delay.{name}={value!r} is invalid: it must be a finite number.")
+        raise ConfigError(f"{name}={value!r} is invalid: it must be a finite number.", param=name)
     return v

@@ -19,8 +19,9 @@ class Bernoulli(DelayModel):
         self.p = probability("p", p)
         if self.p == 1:  # the protocol would retry 4096 times per packet, then give up
             raise ConfigError(
-                "delay.p=1 is invalid: every transmission would be lost and no job could "
-                "ever decode; use a probability in [0, 1)."
+                "p=1 is invalid: every transmission would be lost and no job could "
+                "ever decode; use a probability in [0, 1).",
+                param="p",
             )
 
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:

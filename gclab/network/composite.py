@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from gclab.errors import ConfigError
+from gclab.errors import ConfigError, under
 from gclab.network import draws
 from gclab.network.base import DelayModel
 
@@ -22,34 +22,35 @@ class Composite(DelayModel):
     """``compute`` and ``loss`` combined: delays add, losses combine by OR.
 
     The config layer builds each part from its ``gclab/conf/delay`` option first
-    (:func:`gclab.schemas.instantiate_checked`), so a part's ConfigError names the key
-    the user typed, ``delay.<slot>.<key>``.
+    (:func:`gclab.schemas.instantiate_checked`), under its slot, so a part's ConfigError
+    names the key the user typed, ``delay.<slot>.<key>``; :meth:`check` names the slot
+    the same way.
     """
 
     def __init__(self, compute: DelayModel, loss: DelayModel) -> None:
         for slot, part in (("compute", compute), ("loss", loss)):
             if not isinstance(part, DelayModel):
                 raise ConfigError(
-                    f"delay.{slot}={part!r} is invalid: "
-                    "it must be a delay model (a gclab/conf/delay option)."
+                    f"{slot}={part!r} is invalid: "
+                    "it must be a delay model (a gclab/conf/delay option).",
+                    param=slot,
                 )
         self.parts = (compute, loss)
         timed = [part for part in self.parts if part.timed]
         per_round = [part for part in self.parts if type(part).lost is not DelayModel.lost]
         if timed and any(not part.timed for part in per_round):
             raise ConfigError(
-                "delay.compute and delay.loss cannot mix a loss model that evolves in time "
-                "(gilbert_elliott_time) with one that loses per round; use one kind for both."
+                "compute and loss cannot mix a loss model that evolves in time "
+                "(gilbert_elliott_time) with one that loses per round; use one kind for both.",
+                param="compute",
             )
         #: Whether losses evolve in time (a part's do).
         self.timed = bool(timed)
 
     def check(self, n: int, rounds: int) -> None:
         for slot, part in zip(("compute", "loss"), self.parts):
-            try:
+            with under(slot):
                 part.check(n, rounds)
-            except ConfigError as exc:
-                raise ConfigError(slot_message(slot, str(exc))) from None
 
     def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
         compute, loss = self.parts
@@ -78,12 +79,6 @@ class Composite(DelayModel):
         return compute.lost_at(workers, times, part_seed(seed, 0)) | loss.lost_at(
             workers, times, part_seed(seed, 1)
         )
-
-
-def slot_message(slot: str, message: str) -> str:
-    """A part's ``<group>.<key>`` error message as ``<group>.<slot>.<key>`` (the key typed)."""
-    group, dot, rest = message.partition(".")
-    return f"{group}.{slot}.{rest}" if dot and group.isidentifier() else message
 
 
 @lru_cache(maxsize=256)

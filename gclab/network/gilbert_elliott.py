@@ -53,8 +53,9 @@ class GilbertElliott(DelayModel):
         rate = loss_rate is not None or burst_length is not None
         if chain == rate:
             raise ConfigError(
-                "delay=gilbert_elliott needs either delay.p_good_bad and delay.p_bad_good, "
-                "or delay.loss_rate and delay.burst_length" + (", not both." if chain else ".")
+                "p_good_bad and p_bad_good, or loss_rate and burst_length: the chain needs "
+                "one of these pairs" + (", not both." if chain else "."),
+                param="p_good_bad",
             )
         self.loss_good = probability("loss_good", loss_good)
         self.loss_bad = probability("loss_bad", loss_bad)
@@ -64,16 +65,17 @@ class GilbertElliott(DelayModel):
             if p_good_bad is None or p_bad_good is None:
                 missing = "p_good_bad" if p_good_bad is None else "p_bad_good"
                 raise ConfigError(
-                    f"delay.{missing} is missing: the chain needs both probabilities."
+                    f"{missing} is missing: the chain needs both probabilities.", param=missing
                 )
             self.p_good_bad = probability("p_good_bad", p_good_bad)
             self.p_bad_good = probability("p_bad_good", p_bad_good, positive=True)
         good_forever = self.p_good_bad == 0  # the stationary law starts every worker good
         if self.loss_good == 1 and (self.loss_bad == 1 or good_forever):
             raise ConfigError(
-                f"delay.loss_good=1 with loss_bad={self.loss_bad} and "
+                f"loss_good=1 with loss_bad={self.loss_bad} and "
                 f"p_good_bad={self.p_good_bad} loses every transmission, so no job could ever "
-                "decode; lower loss_good (or loss_bad with p_good_bad > 0)."
+                "decode; lower loss_good (or loss_bad with p_good_bad > 0).",
+                param="loss_good",
             )
         self._chains: dict[tuple[int, int], list[np.ndarray]] = {}
 
@@ -83,26 +85,29 @@ class GilbertElliott(DelayModel):
         if loss_rate is None or burst_length is None:
             missing = "loss_rate" if loss_rate is None else "burst_length"
             raise ConfigError(
-                f"delay.{missing} is missing: loss_rate and burst_length go together."
+                f"{missing} is missing: loss_rate and burst_length go together.", param=missing
             )
         if (self.loss_good, self.loss_bad) != (0.0, 1.0):
             raise ConfigError(
-                f"delay.loss_good={self.loss_good} and delay.loss_bad={self.loss_bad} do not fit "
+                f"loss_good={self.loss_good} and loss_bad={self.loss_bad} do not fit "
                 "loss_rate/burst_length, which describe a Gilbert channel "
-                "(loss_good=0, loss_bad=1)."
+                "(loss_good=0, loss_bad=1).",
+                param="loss_good",
             )
         rate = probability("loss_rate", loss_rate, below_one=True)
         burst = number("burst_length", burst_length)
         if burst < 1:
             raise ConfigError(
-                f"delay.burst_length={burst_length!r} is invalid: it must be >= 1 round."
+                f"burst_length={burst_length!r} is invalid: it must be >= 1 round.",
+                param="burst_length",
             )
         p_bad_good = 1.0 / burst
         p_good_bad = rate * p_bad_good / (1.0 - rate)
         if p_good_bad > 1:
             raise ConfigError(
-                f"delay.loss_rate={loss_rate!r} is impossible with burst_length={burst_length!r}: "
-                f"it must be <= burst_length/(1+burst_length) = {burst / (1 + burst):.4g}."
+                f"loss_rate={loss_rate!r} is impossible with burst_length={burst_length!r}: "
+                f"it must be <= burst_length/(1+burst_length) = {burst / (1 + burst):.4g}.",
+                param="loss_rate",
             )
         return p_good_bad, p_bad_good
 
@@ -168,8 +173,8 @@ class TimedGilbertElliott(DelayModel):
         burst = number("burst_seconds", burst_seconds)
         if burst <= 0:
             raise ConfigError(
-                f"delay.burst_seconds={burst_seconds!r} is invalid: it must be a number of "
-                "seconds > 0."
+                f"burst_seconds={burst_seconds!r} is invalid: it must be a number of seconds > 0.",
+                param="burst_seconds",
             )
         self.burst_seconds = burst
         self.good_seconds = burst * (1 - self.loss_rate) / self.loss_rate if self.loss_rate else 0

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -78,29 +79,54 @@ from gclab.network.clock import ArrivalSource, Clock, VirtualClock, WallClock
 from gclab.network.links import Links
 from gclab.network.rounds import Payload, Pursuit, RoundPackets
 
-POLICIES = ("deadline", "all")
+
+class Policy(StrEnum):
+    """When a round closes (``network.policy``; rule 2 above)."""
+
+    deadline = "deadline"
+    all = "all"
+
+
 #: ``network.server_time``: the round's measured decode and optimizer step (training only).
 MEASURED = "measured"
-#: ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``: the
-#: SGC papers' rule, a round whose erasures the scheme's straggler model does not admit
-#: waits for every packet. ``partial``: a round ends at its close and a due job that is not
-#: decodable gets the partial gradient of what arrived.
-RECOVERIES = ("decodable", "wait_all", "partial")
-#: ``virtual``: durations follow from the model (both engines). ``wall``: the runtime
-#: sleeps, drops and measures (runtime only). See :mod:`gclab.network.clock`.
-CLOCKS: dict[str, Clock] = {"virtual": VirtualClock, "wall": WallClock}
+
+
+class Recovery(StrEnum):
+    """What a round does about a due job that is not decodable (``network.recovery``).
+
+    ``decodable``: a round lasts until the due job decodes (gclab's rule). ``wait_all``:
+    the SGC papers' rule, a round whose erasures the scheme's straggler model does not
+    admit waits for every packet. ``partial``: a round ends at its close and a due job
+    that is not decodable gets the partial gradient of what arrived.
+    """
+
+    decodable = "decodable"
+    wait_all = "wait_all"
+    partial = "partial"
+
+
+class ClockName(StrEnum):
+    """``network.clock``. ``virtual``: durations follow from the model (both engines).
+    ``wall``: the runtime sleeps, drops and measures (runtime only). See
+    :mod:`gclab.network.clock`."""
+
+    virtual = "virtual"
+    wall = "wall"
+
+
+CLOCKS: dict[ClockName, Clock] = {ClockName.virtual: VirtualClock, ClockName.wall: WallClock}
 
 
 @dataclass
 class NetworkConfig:
     """The ``network`` config key: collection policy, timing (seconds), clock and recovery."""
 
-    policy: str = "deadline"
+    policy: Policy = Policy.deadline
     mu: float = 1.0
     latency: float = 0.0
     rto: float = 1.0
-    clock: str = "virtual"
-    recovery: str = "decodable"
+    clock: ClockName = ClockName.virtual
+    recovery: Recovery = Recovery.decodable
     #: Each worker's uplink, bytes/s (``None``: unlimited). See :mod:`gclab.network.links`.
     bandwidth: float | None = None
     #: The server's ingress, bytes/s, shared fairly by the packets in flight (``None``: unlimited).
@@ -112,37 +138,37 @@ class NetworkConfig:
     server_time: Any = 0.0
 
     def __post_init__(self) -> None:
-        for name, allowed in (("policy", POLICIES), ("clock", CLOCKS), ("recovery", RECOVERIES)):
-            value = getattr(self, name)
-            if value not in allowed:
-                raise ConfigError(
-                    f"network.{name}={value!r} is invalid: it must be one of {', '.join(allowed)}."
-                )
+        self.policy, self.clock = Policy(self.policy), ClockName(self.clock)
+        self.recovery = Recovery(self.recovery)
         for name in ("mu", "latency", "rto"):
             value = getattr(self, name)
             if not _finite(value) or value < 0 or (name == "rto" and value == 0):
                 relation = "> 0" if name == "rto" else ">= 0"
                 raise ConfigError(
-                    f"network.{name}={value!r} is invalid: it must be a finite number {relation}."
+                    f"{name}={value!r} is invalid: it must be a finite number {relation}.",
+                    param=name,
                 )
         for name in ("bandwidth", "server_bandwidth", "broadcast_bandwidth"):
             value = getattr(self, name)
             if value is not None and not (_finite(value) and value > 0):
                 raise ConfigError(
-                    f"network.{name}={value!r} is invalid: it must be a rate in bytes/s > 0, "
-                    "or null (unlimited)."
+                    f"{name}={value!r} is invalid: it must be a rate in bytes/s > 0, "
+                    "or null (unlimited).",
+                    param=name,
                 )
         value = self.server_time
         if value != MEASURED and not (_finite(value) and value >= 0):
             raise ConfigError(
-                f"network.server_time={value!r} is invalid: it must be {MEASURED!r} or a number "
-                "of seconds >= 0."
+                f"server_time={value!r} is invalid: it must be {MEASURED!r} or a number "
+                "of seconds >= 0.",
+                param="server_time",
             )
         if self.clock == "wall" and self.server_bandwidth is not None:
             raise ConfigError(
-                f"network.server_bandwidth={self.server_bandwidth!r} needs network.clock=virtual: "
+                f"server_bandwidth={self.server_bandwidth!r} needs clock=virtual: "
                 "on the wall clock a packet's arrival would depend on results not back yet; "
-                "set it to null or use the virtual clock."
+                "set it to null or use the virtual clock.",
+                param="server_bandwidth",
             )
 
     def links(self, payload: float) -> Links:
@@ -162,9 +188,10 @@ def check_recovery(scheme: Scheme, network: NetworkConfig) -> None:
     """Refuse ``network.recovery=partial`` for a scheme without partial decoding (ConfigError)."""
     if network.recovery == "partial" and not scheme.partial:
         raise ConfigError(
-            f"network.recovery=partial is not supported by {scheme.name}, a code across "
+            f"recovery=partial is not supported by {scheme.name}, a code across "
             "rounds whose packets mix several jobs, so a due job has no partial sum to "
-            "apply; use network.recovery=decodable or wait_all."
+            "apply; use recovery=decodable or wait_all.",
+            param="recovery",
         )
 
 
@@ -230,9 +257,11 @@ class RoundProtocol:
         clock: Clock | None = None,
         payload: float = 0.0,
     ) -> None:
-        for name, value, low in (("cluster.workers", n, 1), ("seed", seed, 0)):
+        for name, value, low in (("n", n, 1), ("seed", seed, 0)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ConfigError(f"{name}={value!r} is invalid: it must be an integer >= {low}.")
+                raise ConfigError(
+                    f"{name}={value!r} is invalid: it must be an integer >= {low}.", param=name
+                )
         self.network = network
         self.delay = delay
         self.n = int(n)

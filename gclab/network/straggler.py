@@ -26,19 +26,25 @@ class Straggler(DelayModel):
         self.mean = non_negative("mean", mean)
         if isinstance(slow_workers, bool) or not isinstance(slow_workers, (int, np.integer)):
             raise ConfigError(
-                f"delay.slow_workers={slow_workers!r} is invalid: it must be an integer >= 0."
+                f"slow_workers={slow_workers!r} is invalid: it must be an integer >= 0.",
+                param="slow_workers",
             )
         if slow_workers < 0:
-            raise ConfigError(f"delay.slow_workers={slow_workers!r} is invalid: it must be >= 0.")
+            raise ConfigError(
+                f"slow_workers={slow_workers!r} is invalid: it must be >= 0.", param="slow_workers"
+            )
         self.slow_workers = int(slow_workers)
         self.slow_factor = number("slow_factor", slow_factor)
         if self.slow_factor < 1:
-            raise ConfigError(f"delay.slow_factor={slow_factor!r} is invalid: it must be >= 1.")
+            raise ConfigError(
+                f"slow_factor={slow_factor!r} is invalid: it must be >= 1.", param="slow_factor"
+            )
 
     def check(self, n: int, rounds: int) -> None:
         if self.slow_workers > n:
             raise ConfigError(
-                f"delay.slow_workers={self.slow_workers} is invalid: the run has only {n} workers."
+                f"slow_workers={self.slow_workers} is invalid: the run has only {n} workers.",
+                param="slow_workers",
             )
 
     def slow(self, n: int, seed: int) -> np.ndarray:

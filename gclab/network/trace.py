@@ -15,6 +15,7 @@ does not enter.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,12 @@ import numpy as np
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel, non_negative
 
-BEYOND = ("wrap", "error")
+
+class Beyond(StrEnum):
+    """What a run larger than its trace does (``beyond``)."""
+
+    wrap = "wrap"  # replay the trace cyclically, in workers and in rounds
+    error = "error"  # refuse the run before it starts
 
 
 class Trace(DelayModel):
@@ -33,45 +39,45 @@ class Trace(DelayModel):
         path: str | None = None,
         slope: float = 2.2,
         base_load: float | None = None,
-        beyond: str = "wrap",
+        beyond: Beyond = Beyond.wrap,
     ) -> None:
         if path is None:
-            raise ConfigError("delay.path is missing: delay=trace needs the path of an .npz trace.")
+            raise ConfigError(
+                "path is missing: a trace replay needs the path of an .npz trace.", param="path"
+            )
         self.path = Path(path).expanduser().resolve()
         self.slope = non_negative("slope", slope)
-        if beyond not in BEYOND:
-            raise ConfigError(
-                f"delay.beyond={beyond!r} is invalid: it must be one of {', '.join(BEYOND)}."
-            )
-        self.beyond = beyond
+        self.beyond = Beyond(beyond)
         self.durations, recorded = load_trace(self.path)
         if base_load is None:
             if recorded is None:
                 raise ConfigError(
-                    f"trace {self.path} has no 'load' entry: "
-                    "set delay.base_load to the load it was recorded at."
+                    f"base_load is missing: trace {self.path} has no 'load' entry; "
+                    "set base_load to the load it was recorded at.",
+                    param="base_load",
                 )
             base_load = recorded
         self.base_load = non_negative("base_load", base_load)
 
     def check(self, n: int, rounds: int) -> None:
         workers, length = self.durations.shape
-        if self.beyond == "error" and (n > workers or rounds > length):
+        if self.beyond is Beyond.error and (n > workers or rounds > length):
             raise ConfigError(
-                f"trace {self.path.name} has {workers} workers × {length} rounds but the run needs "
-                f"{n} × {rounds}: use a larger trace or delay.beyond=wrap."
+                f"beyond=error but trace {self.path.name} has {workers} workers × {length} rounds "
+                f"and the run needs {n} × {rounds}: use a larger trace or beyond=wrap.",
+                param="beyond",
             )
 
     def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
         workers, length = self.durations.shape
-        if self.beyond == "error" and (n > workers or round >= length):
+        if self.beyond is Beyond.error and (n > workers or round >= length):
             self.check(n, round + 1)
         column = self.durations[np.arange(n) % workers, round % length]
         return np.maximum(column + (load - self.base_load) * self.slope, 0.0)
 
     def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
         workers, length = self.durations.shape
-        if self.beyond == "error" and (n > workers or rounds > length):
+        if self.beyond is Beyond.error and (n > workers or rounds > length):
             self.check(n, rounds)
         columns = self.durations[np.arange(n) % workers][:, np.arange(rounds) % length].T
         shift = (np.asarray(loads, dtype=np.float64) - self.base_load) * self.slope
@@ -82,14 +88,14 @@ def load_trace(path: Path) -> tuple[np.ndarray, float | None]:
     """``(durations, recorded load or None)`` from an ``.npz``, or :class:`ConfigError`."""
     if not path.is_file():
         raise ConfigError(
-            f"delay.path={str(path)!r} is not a file: give the path of an .npz trace."
+            f"path={str(path)!r} is not a file: give the path of an .npz trace.", param="path"
         )
     try:
         with np.load(path, allow_pickle=False) as data:
             entries = {key: data[key] for key in data.files}
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"delay.path={str(path)!r} is not a readable .npz trace ({exc})."
+            f"path={str(path)!r} is not a readable .npz trace ({exc}).", param="path"
         ) from exc
     if "durations" not in entries:
         raise ConfigError(

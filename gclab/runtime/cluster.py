@@ -12,7 +12,9 @@ import ray
 from gclab import interrupts
 from gclab.errors import ConfigError
 from gclab.runtime import devices, timing
-from gclab.runtime.placement import check_strategy
+from gclab.runtime.devices import DeviceSetting
+from gclab.runtime.placement import Strategy
+from gclab.runtime.timing import ComputeTimeSetting
 
 
 class Cluster:
@@ -48,11 +50,11 @@ class Cluster:
         worker_cpus: float = 0.5,
         worker_gpus: float = 0.0,
         threads_per_actor: int = 1,
-        compute_time: str = "auto",
-        device: str = "auto",
-        server_device: str = "auto",
+        compute_time: ComputeTimeSetting = ComputeTimeSetting.auto,
+        device: DeviceSetting = DeviceSetting.auto,
+        server_device: DeviceSetting = DeviceSetting.auto,
         bf16: bool = False,
-        placement: str = "pack",
+        placement: Strategy = Strategy.pack,
         server_threads: int = 1,
         timeout: float = 120.0,
         dashboard: bool = False,
@@ -60,41 +62,49 @@ class Cluster:
     ) -> None:
         if not isinstance(workers, int) or workers < 1:
             raise ConfigError(
-                f"cluster.workers={workers!r} is invalid: it must be an integer >= 1."
+                f"workers={workers!r} is invalid: it must be an integer >= 1.", param="workers"
             )
         if actors is not None and not 1 <= actors <= workers:
             raise ConfigError(
-                f"cluster.actors={actors} is invalid: it must be between 1 and "
-                f"cluster.workers={workers} (or null: as many as the cores allow)."
+                f"actors={actors} is invalid: it must be between 1 and "
+                f"workers={workers} (or null: as many as the cores allow).",
+                param="actors",
             )
         if not (0 <= worker_cpus < math.inf and 0 <= worker_gpus < math.inf):
             raise ConfigError(
-                f"cluster.worker_cpus={worker_cpus} / worker_gpus={worker_gpus} are invalid: "
-                "both must be finite and >= 0 (fractions are fine)."
+                f"worker_cpus={worker_cpus} / worker_gpus={worker_gpus} are invalid: "
+                "both must be finite and >= 0 (fractions are fine).",
+                param="worker_cpus",
             )
         if threads_per_actor < 1:
-            raise ConfigError(f"cluster.threads_per_actor={threads_per_actor} must be >= 1.")
+            raise ConfigError(
+                f"threads_per_actor={threads_per_actor} must be >= 1.", param="threads_per_actor"
+            )
         #: ``cpu`` or ``cuda`` (:mod:`gclab.runtime.devices`), for workers and server.
         self.device = devices.worker_device(device, worker_gpus, check_visible=address is None)
         self._device_setting = device
         self.server_device = devices.server_device(server_device, self.device)
         self.compute_time = timing.resolve(compute_time, self.device, threads_per_actor)
         self.bf16 = bf16
-        self.placement = check_strategy(placement)
+        self.placement = Strategy(placement)
         if server_threads < 1:
-            raise ConfigError(f"cluster.server_threads={server_threads} must be >= 1.")
+            raise ConfigError(
+                f"server_threads={server_threads} must be >= 1.", param="server_threads"
+            )
         if not timeout > 0:
             raise ConfigError(
-                f"cluster.timeout={timeout} is invalid: it must be > 0 seconds (how long a "
-                "round may take before the actors still busy are restarted)."
+                f"timeout={timeout} is invalid: it must be > 0 seconds (how long a "
+                "round may take before the actors still busy are restarted).",
+                param="timeout",
             )
         if address is not None:
             try:
                 _host_port(address)
             except ValueError as exc:
                 raise ConfigError(
-                    f"cluster.address={address!r} is invalid ({exc}): use null (a private "
-                    "local Ray), auto, ray://host:port or host:port."
+                    f"address={address!r} is invalid ({exc}): use null (a private "
+                    "local Ray), auto, ray://host:port or host:port.",
+                    param="address",
                 ) from None
         self.workers, self.actors = workers, actors
         self.worker_cpus, self.worker_gpus = worker_cpus, worker_gpus

@@ -10,12 +10,20 @@ waits until Ray answers (:meth:`gclab.runtime.cluster.Cluster.connect`).
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import ray
 import torch
 
 from gclab.errors import ConfigError
 
-SETTINGS = ("auto", "cpu", "cuda")
+
+class DeviceSetting(StrEnum):
+    """``cluster.device`` and ``cluster.server_device``."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
 
 
 def visible_gpus() -> float:
@@ -25,49 +33,43 @@ def visible_gpus() -> float:
     return float(torch.cuda.device_count())
 
 
-def worker_device(setting: str, worker_gpus: float, check_visible: bool) -> str:
+def worker_device(setting: DeviceSetting, worker_gpus: float, check_visible: bool) -> str:
     """``cpu`` or ``cuda`` for the workers; ``check_visible``: refuse GPUs nobody has.
 
     Ray's GPUs are known before Ray starts when it will run on this machine only, and
     once it answers when it is a cluster joined by address.
     """
-    _check_setting("device", setting)
     if setting == "cpu" and worker_gpus > 0:
         raise ConfigError(
-            f"cluster.worker_gpus={worker_gpus} reserves GPUs that cluster.device=cpu never "
-            "uses; use cluster.device=auto or cuda, or cluster.worker_gpus=0."
+            f"worker_gpus={worker_gpus} reserves GPUs that device=cpu never "
+            "uses; use device=auto or cuda, or worker_gpus=0.",
+            param="worker_gpus",
         )
     if setting == "cuda" and worker_gpus == 0:
         raise ConfigError(
-            "cluster.device=cuda needs cluster.worker_gpus > 0 (Ray shows an actor only the "
-            "GPUs it reserves): e.g. worker_gpus=1, or 0.25 for four actors per GPU."
+            "device=cuda needs worker_gpus > 0 (Ray shows an actor only the "
+            "GPUs it reserves): e.g. worker_gpus=1, or 0.25 for four actors per GPU.",
+            param="device",
         )
     device = "cuda" if worker_gpus > 0 else "cpu"
     if device == "cuda" and check_visible and visible_gpus() == 0:
         raise ConfigError(  # the actors would wait for a GPU forever
-            f"cluster.device={setting} with cluster.worker_gpus={worker_gpus} needs a GPU, "
-            "but none is visible (CUDA_VISIBLE_DEVICES, drivers); use cluster.device=cpu "
-            "and cluster.worker_gpus=0 here."
+            f"device={setting} with worker_gpus={worker_gpus} needs a GPU, "
+            "but none is visible (CUDA_VISIBLE_DEVICES, drivers); use device=cpu "
+            "and worker_gpus=0 here.",
+            param="device",
         )
     return device
 
 
-def server_device(setting: str, workers: str) -> str:
+def server_device(setting: DeviceSetting, workers: str) -> str:
     """``cpu`` or ``cuda`` for the parameter server (optimizer steps, evaluation)."""
-    _check_setting("server_device", setting)
     has_gpu = torch.cuda.is_available()
     if setting == "cuda" and not has_gpu:
         raise ConfigError(
-            "cluster.server_device=cuda but this process sees no GPU; use "
-            "cluster.server_device=cpu or auto."
+            "server_device=cuda but this process sees no GPU; use server_device=cpu or auto.",
+            param="server_device",
         )
     if setting == "auto":
         return "cuda" if workers == "cuda" and has_gpu else "cpu"
-    return setting
-
-
-def _check_setting(key: str, setting: str) -> None:
-    if setting not in SETTINGS:
-        raise ConfigError(
-            f"cluster.{key}={setting!r} is invalid: it must be one of {', '.join(SETTINGS)}."
-        )
+    return str(setting)

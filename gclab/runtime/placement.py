@@ -13,6 +13,7 @@ scheduling instead.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import ray
@@ -25,22 +26,19 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from gclab.errors import ConfigError
 
-STRATEGIES = ("pack", "spread")
 
+class Strategy(StrEnum):
+    """How the actors' bundles spread over Ray's nodes (``cluster.placement``)."""
 
-def check_strategy(strategy: str) -> str:
-    if strategy not in STRATEGIES:
-        raise ConfigError(
-            f"cluster.placement={strategy!r} is invalid: it must be one of {', '.join(STRATEGIES)}."
-        )
-    return strategy
+    pack = "pack"
+    spread = "spread"
 
 
 class Placement:
     """The reservation of ``actors`` actors of ``cpus`` CPUs and ``gpus`` GPUs each."""
 
-    def __init__(self, actors: int, cpus: float, gpus: float, strategy: str) -> None:
-        self.strategy = check_strategy(strategy)
+    def __init__(self, actors: int, cpus: float, gpus: float, strategy: Strategy) -> None:
+        self.strategy = Strategy(strategy)
         self.bundle = {name: v for name, v in (("CPU", cpus), ("GPU", gpus)) if v > 0}
         self.cpus, self.gpus = cpus, gpus
         self.group = None

@@ -26,6 +26,7 @@ import torch
 from tqdm import tqdm
 
 from gclab.coding.contract import Decoder, Scheme
+from gclab.errors import under
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
@@ -405,7 +406,8 @@ def worker_setup(plan: TrainingPlan) -> tuple[WorkerSpec, list[Shard], Normalize
 def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> WorkerPool:
     """Connect to Ray, put the shards into the object store (once), start the actors."""
     cluster = plan.cluster
-    cluster.connect()
+    with under("cluster"):  # a GPU the joined cluster lacks: the key the user typed
+        cluster.connect()
     shard_refs = [ray.put(shard) for shard in shards]
     groups = cluster.groups(one_per_worker=plan.protocol.network.clock == "wall")
     placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)

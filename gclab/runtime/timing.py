@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import platform
 import time
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 
 import torch
@@ -42,16 +42,20 @@ class ComputeTime(Enum):
     wall = "wall"
 
 
-def resolve(setting: str, device: str, threads: int) -> ComputeTime:
+class ComputeTimeSetting(StrEnum):
+    """``cluster.compute_time``: a :class:`ComputeTime`, or ``auto`` (the rule above)."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+    wall = "wall"
+
+
+def resolve(setting: ComputeTimeSetting, device: str, threads: int) -> ComputeTime:
     """``cluster.compute_time`` for workers on ``device`` with ``threads`` torch threads.
 
     ``auto`` follows the rule above; a measure that cannot be faithful is refused.
     """
-    valid = ("auto", *(m.value for m in ComputeTime))
-    if setting not in valid:
-        raise ConfigError(
-            f"cluster.compute_time={setting!r} is invalid: it must be one of {', '.join(valid)}."
-        )
     if setting == "auto":
         if device == "cuda":
             return ComputeTime.cuda
@@ -59,19 +63,22 @@ def resolve(setting: str, device: str, threads: int) -> ComputeTime:
     measure = ComputeTime(setting)
     if measure is ComputeTime.cuda and device != "cuda":
         raise ConfigError(
-            "cluster.compute_time=cuda times GPU work, but the workers compute on the CPU; "
-            "use compute_time=auto, cpu or wall, or put the workers on a GPU."
+            "compute_time=cuda times GPU work, but the workers compute on the CPU; "
+            "use compute_time=auto, cpu or wall, or put the workers on a GPU.",
+            param="compute_time",
         )
     if measure is ComputeTime.cpu and device == "cuda":
         raise ConfigError(
-            "cluster.compute_time=cpu would miss the GPU work of workers on cuda; use "
-            "compute_time=auto (cuda) or wall."
+            "compute_time=cpu would miss the GPU work of workers on cuda; use "
+            "compute_time=auto (cuda) or wall.",
+            param="compute_time",
         )
     if measure is ComputeTime.cpu and threads > 1:
         raise ConfigError(
-            f"cluster.compute_time=cpu measures one thread's CPU time, but "
-            f"cluster.threads_per_actor={threads}; use compute_time=wall (or auto) with "
-            "several threads, or threads_per_actor=1."
+            f"compute_time=cpu measures one thread's CPU time, but "
+            f"threads_per_actor={threads}; use compute_time=wall (or auto) with "
+            "several threads, or threads_per_actor=1.",
+            param="compute_time",
         )
     return measure
 

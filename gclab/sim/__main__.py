@@ -27,7 +27,7 @@ from gclab.adapt.decide import controller
 from gclab.adapt.simulate import simulate_adaptive
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.coding.contract import Scheme
-from gclab.errors import ConfigError
+from gclab.errors import ConfigError, under
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked
@@ -40,12 +40,15 @@ PREFIX = PREFIXES["sim"]
 
 def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
     """Build and validate everything the run needs; raises on a bad config."""
-    network = NetworkConfig(**OmegaConf.to_container(cfg.network))
+    with under("network"):
+        network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     check_clock(network)
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
     delay = instantiate_checked(cfg.delay)
-    check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)
-    check_recovery(scheme, network)
+    with under("delay"):  # check_run checks the delay model against the run
+        check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)
+    with under("network"):
+        check_recovery(scheme, network)
     if cfg.sim.grid is not None and not cfg.sim.grid:
         raise ConfigError(
             "sim.grid=[] is invalid: give at least one setting, or null for the full grid."

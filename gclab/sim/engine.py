@@ -180,7 +180,7 @@ def check_clock(network: NetworkConfig) -> None:
     and a number of seconds of server time make sense."""
     if network.clock != "virtual":
         raise ConfigError(
-            f"network.clock={network.clock!r} is not supported by the simulator, which has "
+            f"network.clock='{network.clock}' is not supported by the simulator, which has "
             "no workers to wait for; use network.clock=virtual (the default)."
         )
     if network.server_time == MEASURED:

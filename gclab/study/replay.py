@@ -38,6 +38,7 @@ import gclab.config  # noqa: F401  (registers every schema, so the configs insta
 from gclab.app import config_text
 from gclab.coding.contract import Scheme
 from gclab.config import Pipeline
+from gclab.errors import under
 from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.protocol import MEASURED
 from gclab.schemas import instantiate_checked
@@ -160,10 +161,11 @@ def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
 
 def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
     """The run's scheme and round protocol, as the app builds them (no data, no Ray)."""
-    network = NetworkConfig(**OmegaConf.to_container(cfg.network))
+    with under("network"):
+        network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     if network.clock != "virtual":
         raise ReplayError(
-            f"network.clock={network.clock!r}: only virtual-clock runs can be replayed."
+            f"network.clock='{network.clock}': only virtual-clock runs can be replayed."
         )
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
     return scheme, RoundProtocol(network, instantiate_checked(cfg.delay), scheme.n, cfg.seed)
@@ -239,7 +241,8 @@ def replay_run(
     if reason is not None:
         raise ReplayError(f"the run is not replayable: {reason}.")
     summary, records = _source_records(source, cfg)
-    protocol.delay.check(scheme.n, summary["num_jobs"] + scheme.T)  # as the app checks it
+    with under("delay"):  # as the app checks it
+        protocol.delay.check(scheme.n, summary["num_jobs"] + scheme.T)
     rounds = [rec for rec in records if rec["kind"] == "round"]
     evals = evaluated_jobs(records)
     compute = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)

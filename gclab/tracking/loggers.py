@@ -6,10 +6,9 @@ import logging
 import os
 import uuid
 from collections.abc import Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
-
-from gclab.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,14 @@ class Logger:
         """Close the run with its summary and decode latencies; called even on failure."""
 
 
-MODES = ("auto", "online", "offline", "disabled")
+class Mode(StrEnum):
+    """``logger.mode`` of :class:`WandbLogger`: W&B's modes, or ``auto``."""
+
+    auto = "auto"
+    online = "online"
+    offline = "offline"
+    disabled = "disabled"
+
 
 #: Where a run directory keeps its W&B run id (beside W&B's own files).
 ID_FILE = Path("wandb") / "gclab-run-id"
@@ -58,17 +64,15 @@ class WandbLogger(Logger):
         self,
         project: str = "gclab",
         entity: str | None = None,
-        mode: str = "auto",
+        mode: Mode = Mode.auto,
         tags: Sequence[str] = (),
     ) -> None:
-        if mode not in MODES:
-            raise ConfigError(f"logger.mode={mode!r} is invalid: use one of {', '.join(MODES)}.")
         self.project, self.entity, self.mode, self.tags = project, entity, mode, list(tags)
         self.run = None
 
     def _resolve_mode(self) -> str:
         if self.mode != "auto":
-            return self.mode
+            return str(self.mode)
         if os.environ.get("WANDB_MODE"):
             return os.environ["WANDB_MODE"]
         import wandb
