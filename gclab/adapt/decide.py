@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from gclab.adapt.observe import Observed, Window, load_slope
 from gclab.adapt.options import Search
 from gclab.coding.contract import Scheme
-from gclab.errors import ConfigError
+from gclab.errors import ConfigError, under
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
@@ -70,7 +70,9 @@ def candidates(policy: Search, configured: DictConfig, n: int) -> dict[str, Dict
         nodes = [scheme_option(name, "adapt.schemes") for name in policy.schemes]
     chosen = {scheme_name(node): node for node in nodes}
     for node in chosen.values():
-        instantiate_checked(node, n=n)
+        # a composed option has no key of its own: its parameters read as scheme.<name>
+        with under("" if node._get_full_key(None) else "scheme"):
+            instantiate_checked(node, n=n)
     return chosen
 
 

@@ -15,10 +15,10 @@ def _check(n: int, s: object, m: object) -> tuple[int, int]:
     """``(s, m)`` with ``0 <= s``, ``m >= 1`` and ``s + m <= n``, else a ConfigError."""
     s = params.integer("s", s)
     m = params.integer("m", m)
-    params.require(s >= 0, f"scheme.s={s}", "s >= 0", f"n={n}", f"s for n={n}", range(n))
-    params.require(m >= 1, f"scheme.m={m}", "m >= 1", f"n={n}", f"m for s={s}", range(1, n - s + 1))
+    params.require(s >= 0, f"s={s}", "s >= 0", f"n={n}", f"s for n={n}", range(n))
+    params.require(m >= 1, f"m={m}", "m >= 1", f"n={n}", f"m for s={s}", range(1, n - s + 1))
     params.require(
-        s + m <= n, f"scheme.s={s}, scheme.m={m}", "s + m <= n", f"n={n}",
+        s + m <= n, f"s={s}, m={m}", "s + m <= n", f"n={n}",
         f"m for s={s}, n={n}", range(1, n - s + 1),
     )  # fmt: skip
     return s, m
@@ -54,7 +54,7 @@ class CCEFR(FractionalScheme):
         self._check_workers(n)
         s, m = _check(n, s, m)
         params.require(
-            n % (s + m) == 0, f"scheme.s={s}, scheme.m={m}", "(s+m) | n", f"n={n}",
+            n % (s + m) == 0, f"s={s}, m={m}", "(s+m) | n", f"n={n}",
             f"m for s={s}, n={n}", [v for v in range(1, n - s + 1) if n % (s + v) == 0],
         )  # fmt: skip
         self._init_groups(n, s, m)

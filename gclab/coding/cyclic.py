@@ -86,8 +86,9 @@ def choose(
     """The option ``construction`` of ``options`` (of ``scheme``), built; else a ConfigError."""
     if construction not in options:
         raise ConfigError(
-            f"scheme.construction={construction!r} is not a {scheme} construction; "
-            f"valid: {', '.join(options)}."
+            f"construction={construction!r} is not a {scheme} construction; "
+            f"valid: {', '.join(options)}.",
+            param="construction",
         )
     return options[construction]()
 

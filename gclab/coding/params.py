@@ -1,7 +1,9 @@
 """Parameter checks shared by the schemes: one ConfigError sentence per failure.
 
 Every message names the bad value, the constraint that failed and nearby valid values,
-so a user fixing ``scheme.s=...`` on the command line knows what to type next.
+so a user fixing ``scheme.s=...`` on the command line knows what to type next. A
+message starts with the bare parameter (``s=5 needs ...``), named as the ConfigError's
+``param``: the config layer qualifies it with the node's key (:mod:`gclab.errors`).
 """
 
 from __future__ import annotations
@@ -25,25 +27,31 @@ def _values(valid: Iterable[int]) -> str:
 
 
 def integer(name: str, value: object) -> int:
-    """``value`` as an int, or a ConfigError naming ``scheme.<name>``."""
+    """``value`` as an int, or a ConfigError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ConfigError(f"scheme.{name}={value!r} is invalid: it must be an integer.")
+        raise ConfigError(f"{name}={value!r} is invalid: it must be an integer.", param=name)
     return int(value)
 
 
 def require(
     ok: bool, bad: str, constraint: str, context: str, label: str, valid: Iterable[int]
 ) -> None:
-    """Raise ``"<bad> needs <constraint> but <context>; valid <label>: <valid>."`` unless ok."""
+    """Raise ``"<bad> needs <constraint> but <context>; valid <label>: <valid>."`` unless ok.
+
+    ``bad`` starts with the parameter it names (``s=5``, or ``s=2, m=3``): the param.
+    """
     if not ok:
         listed = _values(valid)
-        raise ConfigError(f"{bad} needs {constraint} but {context}; valid {label}: {listed}.")
+        raise ConfigError(
+            f"{bad} needs {constraint} but {context}; valid {label}: {listed}.",
+            param=bad.split("=", 1)[0],
+        )
 
 
 def stragglers(n: int, s: object) -> int:
     """``scheme.s`` checked as an integer with ``0 <= s < n``."""
     s = integer("s", s)
-    require(0 <= s < n, f"scheme.s={s}", "0 <= s < n", f"n={n}", f"s for n={n}", range(n))
+    require(0 <= s < n, f"s={s}", "0 <= s < n", f"n={n}", f"s for n={n}", range(n))
     return s
 
 
@@ -51,12 +59,12 @@ def fr_stragglers(n: int, s: object) -> int:
     """``scheme.s`` for fractional repetition: ``0 <= s < n`` and ``(s+1) | n``."""
     s = stragglers(n, s)
     divisors = [v for v in range(n) if n % (v + 1) == 0]
-    require(n % (s + 1) == 0, f"scheme.s={s}", "(s+1) | n", f"n={n}", f"s for n={n}", divisors)
+    require(n % (s + 1) == 0, f"s={s}", "(s+1) | n", f"n={n}", f"s for n={n}", divisors)
     return s
 
 
 def delay(T: object) -> int:
     """``scheme.T`` (decoding delay in rounds) checked as an integer ``>= 0``."""
     T = integer("T", T)
-    require(T >= 0, f"scheme.T={T}", "T >= 0", "T is a delay in rounds", "T", range(4))
+    require(T >= 0, f"T={T}", "T >= 0", "T is a delay in rounds", "T", range(4))
     return T

@@ -111,13 +111,13 @@ class BurstyModel(StragglerModel):
 def check_bwl(n: int, B: object, W: object, lam: object) -> tuple[int, int, int]:
     """``(B, W, λ)`` as integers with ``1 <= B < W`` and ``0 <= λ <= n``."""
     B, W, lam = params.integer("B", B), params.integer("W", W), params.integer("lam", lam)
-    params.require(B >= 1, f"scheme.B={B}", "B >= 1", f"W={W}", "B", range(1, 5))
+    params.require(B >= 1, f"B={B}", "B >= 1", f"W={W}", "B", range(1, 5))
     params.require(
-        W > B, f"scheme.B={B}, scheme.W={W}", "1 <= B < W", f"B={B}", f"W for B={B}",
+        W > B, f"B={B}, W={W}", "1 <= B < W", f"B={B}", f"W for B={B}",
         range(B + 1, B + 5),
     )  # fmt: skip
     params.require(
-        0 <= lam <= n, f"scheme.lam={lam}", "0 <= lam <= n", f"n={n}", f"lam for n={n}",
+        0 <= lam <= n, f"lam={lam}", "0 <= lam <= n", f"n={n}", f"lam for n={n}",
         range(n + 1),
     )  # fmt: skip
     return B, W, lam

@@ -51,7 +51,7 @@ class SRSGC(AdaptiveScheme):
         B, W, lam = check_bwl(n, B, W, lam)
         valid_w = [B * i + 1 for i in range(1, 5)]
         params.require(
-            (W - 1) % B == 0, f"scheme.B={B}, scheme.W={W}", "B | (W-1)", f"W-1={W - 1}",
+            (W - 1) % B == 0, f"B={B}, W={W}", "B | (W-1)", f"W-1={W - 1}",
             f"W for B={B}", valid_w,
         )  # fmt: skip
         self.B, self.W, self.lam = B, W, lam

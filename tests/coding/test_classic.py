@@ -121,16 +121,16 @@ def test_ignore_stragglers_uses_first_arrivals() -> None:
 @pytest.mark.parametrize(
     ("make", "fragments"),
     [
-        (lambda: ClassicFR(8, 2), ["scheme.s=2", "(s+1) | n", "n=8", "0, 1, 3, 7"]),
-        (lambda: ClassicFR(6, 6), ["scheme.s=6", "0 <= s < n", "n=6", "0, 1, 2, 3, 4, 5"]),
-        (lambda: ClassicCR(4, -1), ["scheme.s=-1", "0 <= s < n", "0, 1, 2, 3"]),
-        (lambda: ClassicCR(100, 100), ["scheme.s=100", "n=100", "0..99"]),
+        (lambda: ClassicFR(8, 2), ["s=2", "(s+1) | n", "n=8", "0, 1, 3, 7"]),
+        (lambda: ClassicFR(6, 6), ["s=6", "0 <= s < n", "n=6", "0, 1, 2, 3, 4, 5"]),
+        (lambda: ClassicCR(4, -1), ["s=-1", "0 <= s < n", "0, 1, 2, 3"]),
+        (lambda: ClassicCR(100, 100), ["s=100", "n=100", "0..99"]),
         (
             lambda: ClassicCR(8, 1, construction="bch"),
             ["construction='bch'", "rotation, real, tandon"],
         ),
-        (lambda: ClassicCR(8, "2"), ["scheme.s='2'", "integer"]),
-        (lambda: IgnoreStragglers(3, 3), ["scheme.s=3", "0 <= s < n", "0, 1, 2"]),
+        (lambda: ClassicCR(8, "2"), ["s='2'", "integer"]),
+        (lambda: IgnoreStragglers(3, 3), ["s=3", "0 <= s < n", "0, 1, 2"]),
         (lambda: ClassicCR(0, 0), ["cluster.workers=0"]),
     ],
 )

@@ -238,10 +238,10 @@ def test_decode_large_n_is_accurate() -> None:
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: PipelinedCR(8, 1, -1), "scheme.T=-1 needs T >= 0"),
-        (lambda: PipelinedCR(8, 1, 1.5), "scheme.T=1.5 is invalid"),
-        (lambda: PipelinedCR(8, 8, 1), "scheme.s=8 needs 0 <= s < n"),
-        (lambda: PipelinedFR(8, 2, 1), "scheme.s=2 needs (s+1) | n but n=8; valid s for n=8"),
+        (lambda: PipelinedCR(8, 1, -1), "T=-1 needs T >= 0"),
+        (lambda: PipelinedCR(8, 1, 1.5), "T=1.5 is invalid"),
+        (lambda: PipelinedCR(8, 8, 1), "s=8 needs 0 <= s < n"),
+        (lambda: PipelinedFR(8, 2, 1), "s=2 needs (s+1) | n but n=8; valid s for n=8"),
         (lambda: PipelinedFR(0, 0, 1), "cluster.workers=0 is invalid"),
     ],
 )

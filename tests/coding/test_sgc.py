@@ -192,11 +192,11 @@ def test_symbolic_and_real_agree_through_the_protocol_with_stragglers(make) -> N
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: SRSGC(8, 2, 4, 2), r"scheme.B=2, scheme.W=4 needs B \| \(W-1\) but W-1=3"),
-        (lambda: SRSGC(8, 0, 2, 2), "scheme.B=0 needs B >= 1"),
-        (lambda: MSGC(8, 3, 3, 2), "scheme.B=3, scheme.W=3 needs 1 <= B < W"),
-        (lambda: MSGC(8, 1, 2, 9), "scheme.lam=9 needs 0 <= lam <= n but n=8; valid lam"),
-        (lambda: MSGC(8, 1, 2, "x"), "scheme.lam='x' is invalid"),
+        (lambda: SRSGC(8, 2, 4, 2), r"B=2, W=4 needs B \| \(W-1\) but W-1=3"),
+        (lambda: SRSGC(8, 0, 2, 2), "B=0 needs B >= 1"),
+        (lambda: MSGC(8, 3, 3, 2), "B=3, W=3 needs 1 <= B < W"),
+        (lambda: MSGC(8, 1, 2, 9), "lam=9 needs 0 <= lam <= n but n=8; valid lam"),
+        (lambda: MSGC(8, 1, 2, "x"), "lam='x' is invalid"),
     ],
 )
 def test_bad_parameters_raise_one_sentence(make, message: str) -> None:
