@@ -26,7 +26,7 @@ from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
-from gclab.sim.fast import FAMILIES, load_kernels
+from gclab.sim.fast import load_kernels
 from gclab.sim.search import Trial, scheme_name, scheme_option, search
 
 
@@ -56,8 +56,7 @@ def controller(
             "wait_all with adaptation."
         )
     nodes = candidates(policy, cfg.scheme, scheme.n)
-    if any(name in FAMILIES for name in nodes):
-        load_kernels()  # start-up: decide_seconds times the decisions alone
+    load_kernels(nodes, network)  # start-up: decide_seconds times the decisions alone
     return Controller(policy, nodes, scheme, delay, network, cfg.seed, payload)
 
 

@@ -32,7 +32,7 @@ from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
-from gclab.sim.fast import FAMILIES, load_kernels
+from gclab.sim.fast import load_kernels
 from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
 
 PREFIX = PREFIXES["sim"]
@@ -127,8 +127,8 @@ def _hydra_main(cfg: DictConfig) -> None:
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)
-            if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):
-                load_kernels()  # start-up: search_seconds times the search alone
+            if settings is None:  # start-up: search_seconds times the search alone
+                load_kernels([scheme_name(node) for node in nodes], network)
             start = time.perf_counter()
             trials = sorted(
                 (t for node in nodes for t in search(node, scheme.n, *args, settings)),

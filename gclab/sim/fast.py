@@ -18,7 +18,7 @@ server time adds the same seconds to every round that runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,8 +81,9 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Record
 
     close, top, _, late_count = stats
     s_of = np.array([p.get("s", 0) for p in settings], dtype=np.int64)
+    ordered = np.sort(arrivals, axis=2)  # the (n − s)-th arrival of a rejected round
     kernels.gc_rounds(
-        arrivals, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
+        ordered, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
         out.ran, out.duration, out.erased, out.late, out.waited,
     )  # fmt: skip
 
@@ -139,15 +140,20 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def load_kernels() -> None:
-    """Import numba and load the compiled kernels (a fresh install compiles them first).
+def load_kernels(names: Iterable[str] | None = None, network: NetworkConfig | None = None) -> None:
+    """Import numba and load the compiled kernels that the fast path of schemes ``names``
+    (default: every family) needs under ``network`` (default: all of them, the shared
+    server link's too). A fresh install compiles only these first, each once.
 
     Start-up, not search: the CLI and the benchmarks call this before timing a search.
     """
     node = OmegaConf.create({"construction": NODE_FAMILIES[0]})
-    shared = NetworkConfig(server_bandwidth=1.0)  # compiles the shared link's kernel too
-    for name, family in FAMILIES.items():
-        fast_results(name, node, 2, [family.sample], DelayModel(), shared, 1, 0, 0.0, 1.0)
+    shared = network is None or network.server_bandwidth is not None
+    links = NetworkConfig(server_bandwidth=1.0 if shared else None)
+    for name in FAMILIES if names is None else names:
+        family = FAMILIES.get(name)
+        if family is not None:
+            fast_results(name, node, 2, [family.sample], DelayModel(), links, 1, 0, 0.0, 1.0)
 
 
 def fast_results(
