@@ -23,6 +23,10 @@ class Bernoulli(DelayModel):
                 "ever decode; use a probability in [0, 1)."
             )
 
+    @property
+    def loss_rate(self) -> float:
+        return self.p
+
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         return draws.uniform(seed, draws.LOSS, round, n) < self.p
 

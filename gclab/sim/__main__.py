@@ -74,10 +74,15 @@ def searched(cfg: DictConfig) -> list[DictConfig]:
 
 
 def report(
-    result: SimResult, out: Path, trials: list[Trial] | None = None, seconds: float | None = None
+    result: SimResult,
+    out: Path,
+    delay: DelayModel,
+    trials: list[Trial] | None = None,
+    seconds: float | None = None,
 ) -> None:
-    """Write the run's files and print a short summary (with a search: the best of each scheme)."""
-    summary = {**result.summary(), "rounds_file": "rounds.csv"}
+    """Write the run's files and print a short summary (with a search: the best of each
+    scheme); the summary records the delay model's ``loss_rate`` for reports."""
+    summary = {**result.summary(), "loss_rate": delay.loss_rate, "rounds_file": "rounds.csv"}
     if trials is not None:
         best = {}
         for t in trials:  # fastest first: the first trial of a scheme is its best
@@ -123,7 +128,7 @@ def _hydra_main(cfg: DictConfig) -> None:
                     "adapt=search cannot be combined with sim.search=true: the adaptive run "
                     "searches by itself; choose one."
                 )
-            report(simulate_adaptive(scheme, adaptive, *args), out)
+            report(simulate_adaptive(scheme, adaptive, *args), out, delay)
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)
@@ -134,9 +139,9 @@ def _hydra_main(cfg: DictConfig) -> None:
                 (t for node in nodes for t in search(node, scheme.n, *args, settings)),
                 key=lambda t: t.result.total_time,
             )
-            report(trials[0].result, out, trials, time.perf_counter() - start)
+            report(trials[0].result, out, delay, trials, time.perf_counter() - start)
         else:
-            report(simulate(scheme, *args), out)
+            report(simulate(scheme, *args), out, delay)
     except ConfigError as exc:
         if hydra_cfg.mode.name != "MULTIRUN":
             fail(PREFIX, str(exc))
