@@ -27,7 +27,7 @@ from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
 from gclab.sim.fast import load_kernels
-from gclab.sim.search import Trial, scheme_name, scheme_option, search
+from gclab.sim.search import Trial, scheme_name, scheme_options, search
 
 
 def controller(
@@ -66,7 +66,7 @@ def candidates(policy: Search, configured: DictConfig, n: int) -> dict[str, Dict
     if policy.schemes is None:
         nodes = [configured]
     else:
-        nodes = [scheme_option(name, "adapt.schemes") for name in policy.schemes]
+        nodes = scheme_options(list(policy.schemes), "adapt.schemes")
     chosen = {scheme_name(node): node for node in nodes}
     for node in chosen.values():
         instantiate_checked(node, n=n)

@@ -50,6 +50,7 @@ from gclab.coding.base import (
     Part,
     Plan,
     Scheme,
+    Shape,
     StragglerModel,
     Task,
     combine,
@@ -310,6 +311,12 @@ class SRSGC(AdaptiveScheme):
         return (self.s + 1) / self.n
 
     @classmethod
+    def shape(cls, n: int, B: int = 1, W: int = 2, lam: int = 2) -> Shape:
+        """Without building the code: GC(s) per job, ``T = B``."""
+        s = sr_sgc_stragglers(B, W, lam)
+        return Shape((s + 1) / n, B, 1.0, f"{cls.name}(n={n}, B={B}, W={W}, lam={lam}, s={s})")
+
+    @classmethod
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
         """The SGC paper's SR-SGC grid: ``B <= 4``, ``W ∈ {B+1, 2B+1, …} <= 5``, every ``λ``.
 
@@ -458,6 +465,14 @@ class MSGC(AdaptiveScheme):
         """The SGC paper's M-SGC grid: ``1 <= B < W``, ``W − 1 + B <= 4`` (delay ``T <= 3``)."""
         pairs = [(B, W) for W in range(2, 5) for B in range(1, W) if W - 1 + B <= 4]
         return [{"B": B, "W": W, "lam": lam} for B, W in pairs for lam in range(1, n + 1)]
+
+    @classmethod
+    def shape(cls, n: int, B: int = 1, W: int = 2, lam: int = 2) -> Shape:
+        """Without building the code: ``T = W − 2 + B``, a packet of ``T + 1`` slots."""
+        T = W - 2 + B
+        return Shape(
+            m_sgc_load(n, B, W, lam), T, float(T + 1), f"{cls.name}(n={n}, B={B}, W={W}, lam={lam})"
+        )
 
     def part(self, shard: int, piece: int) -> int:
         """Index of piece ``piece`` (D1 chunk ``c``, or D2 group ``W − 1 + j``) of ``shard``."""

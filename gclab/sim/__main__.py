@@ -33,7 +33,7 @@ from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.fast import load_kernels
-from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
+from gclab.sim.search import Trial, grid, scheme_name, scheme_options, search
 
 PREFIX = PREFIXES["sim"]
 
@@ -70,7 +70,7 @@ def searched(cfg: DictConfig) -> list[DictConfig]:
             "sim.schemes=[] is invalid: give at least one scheme option, or null to search "
             "the configured scheme."
         )
-    return [scheme_option(name) for name in cfg.sim.schemes]
+    return scheme_options(list(cfg.sim.schemes))
 
 
 def report(
