@@ -147,7 +147,8 @@ def fast_results(
         return None
     if delay.timed or network.recovery == "partial":  # the engine's business
         return None
-    shapes = [_shape(name, node, n, p) for p in settings]
+    fixed = {k: v for k, v in OmegaConf.to_container(node).items() if k != "_target_"}
+    shapes = [SCHEMES[name].shape(n, **{**fixed, **p}) for p in settings]
     delays = [shape.T for shape in shapes]
     for T in dict.fromkeys(delays):  # the engine's check, in the order it would meet them
         delay.check(n, jobs + T)
@@ -229,13 +230,6 @@ def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
             if np.any(delay.relost(r, packet_round, 1, n, seed)):
                 return False
     return True
-
-
-def _shape(name: str, node: DictConfig, n: int, params: Params) -> Shape:
-    """The shape of setting ``params`` of the scheme ``node`` configures (its other
-    parameters from the node), as its class states it."""
-    fixed = {k: v for k, v in OmegaConf.to_container(node).items() if k != "_target_"}
-    return SCHEMES[name].shape(n, **{**fixed, **params})
 
 
 def _results(
