@@ -11,6 +11,7 @@ other processes are printed at the start and the end.
 
     python bench/parallel_sweep.py            # 2000 simulated jobs per point, 30 rounds
     python bench/parallel_sweep.py --quick    # 200 simulated jobs, 5 rounds
+    python bench/parallel_sweep.py --only simulator   # the simulator sweep alone
 """
 
 from __future__ import annotations
@@ -68,11 +69,13 @@ def results(out: Path, jobs: int, key: str | None) -> list:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="200 simulated jobs, 5 rounds")
+    parser.add_argument("--only", choices=("simulator", "training"), help="one sweep alone")
     args = parser.parse_args()
     sim = [*SIM, f"sim.jobs={200 if args.quick else 2000}"]
     rounds = 5 if args.quick else 30
     train = [*TRAIN, f"train.rounds={rounds}", f"train.eval_every={rounds}"]  # one evaluation
     print(f"# {machine()}")
+    print(f"# load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"# busiest processes at the start: {busiest_processes()}")
     print("| sweep | jobs | serial (s) | hydra/launcher=ray (s) | speed-up | same results |")
     print("|---|---|---|---|---|---|", flush=True)
@@ -81,6 +84,8 @@ def main() -> None:
             ("simulator", "gclab.sim", sim, 12, None),
             ("training", "gclab", train, 4, "test_accuracy"),
         ]:
+            if args.only not in (None, name):
+                continue
             serial = sweep(module, overrides, Path(tmp) / f"{name}-serial")
             parallel = sweep(module, [*overrides, "hydra/launcher=ray"], Path(tmp) / name)
             same = results(Path(tmp) / f"{name}-serial", jobs, key) == results(

@@ -21,7 +21,8 @@ settings per second, the whole command's wall time, and both against the public
 simulator's full search of the same trace (3329 settings, its time read from
 ../shared/traces/PUBLIC_SIMULATOR.md) plus this machine's interpreter start with numpy
 (theirs). Also: the same settings per second through the general engine (a sample), and
-a cold start (an empty numba cache: the kernels compile). Skipped, with the reason, when
+a cold start (:mod:`first_search`'s: a fresh copy of the package, an empty numba cache, so the
+kernels compile). Skipped, with the reason, when
 ``../shared/traces`` is absent.
 """
 
@@ -36,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import first_search
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
@@ -149,13 +151,16 @@ def papers_search(repeats: int, cold: bool) -> None:
             f"{engine_rate(recovery, extra):,.0f} |"
         )
     print(f"\ntheir full search: {theirs} s; interpreter start with numpy: {start:.2f} s")
-    if cold:
-        with tempfile.TemporaryDirectory() as cache:
-            wall, summary = search_command("wait_all", [], NUMBA_CACHE_DIR=cache)
-        print(f"cold start (empty numba cache, the kernels compile): whole command {wall:.1f} s")
+    if cold:  # a fresh copy of the package: no kernel cached next to the sources is reused
+        with tempfile.TemporaryDirectory() as tmp:
+            source = Path(tmp) / "src"
+            source.mkdir()
+            first_search.install(source, None)
+            wall, _, _ = first_search.timed(source, Path(tmp) / "numba", Path(tmp) / "out")
+        print(f"cold start (a fresh install, the kernels compile): whole command {wall:.1f} s")
 
 
-def search_command(recovery: str, extra: list[str], **env: str) -> tuple[float, dict]:
+def search_command(recovery: str, extra: list[str]) -> tuple[float, dict]:
     """Run the search command (plus ``extra`` overrides) in a fresh interpreter:
     ``(wall seconds, summary.json)``."""
     with tempfile.TemporaryDirectory() as out:
@@ -166,15 +171,13 @@ def search_command(recovery: str, extra: list[str], **env: str) -> tuple[float, 
             "delay.base_load=0", "network.mu=1", f"network.recovery={recovery}",
             f"hydra.run.dir={out}", *extra,
         ]  # fmt: skip
-        wall, _ = timed(command, **env)
+        wall, _ = timed(command)
         return wall, json.loads((Path(out) / "summary.json").read_text())
 
 
-def timed(command: list[str], **env: str) -> tuple[float, str]:
+def timed(command: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(
-        command, capture_output=True, text=True, check=True, env={**os.environ, **env}
-    )
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     return time.perf_counter() - start, done.stdout
 
 

@@ -236,8 +236,8 @@ def _run(
     run_dir.mkdir(parents=True, exist_ok=True)
     extra = {
         "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
-        "num_jobs": plan.num_jobs, "time_budget": plan.time_budget,
-        "eval_subset": cfg.train.eval_subset,
+        "loss_rate": plan.protocol.delay.loss_rate, "num_jobs": plan.num_jobs,
+        "time_budget": plan.time_budget, "eval_subset": cfg.train.eval_subset,
     }  # fmt: skip
     recorder = RunRecorder(
         run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),

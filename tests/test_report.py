@@ -29,7 +29,7 @@ from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, plots, write_report
 from gclab.report.__main__ import main as report_main
 from gclab.report.groups import groups
-from gclab.report.runs import loss_rate, staleness
+from gclab.report.runs import config_loss_rate, staleness
 from helpers.config import compose_config
 from helpers.markdown import markdown_rows
 
@@ -345,25 +345,46 @@ def test_sweep_without_loss_axis_plots_bars_per_configuration(tmp_path: Path) ->
     assert [r["loss rate"] for r in markdown_rows(tmp_path / "summary.md")] == ["0"] * 4
 
 
+GE_CHAIN = {"_target_": "gclab.network.gilbert_elliott.GilbertElliott", "p_good_bad": 0.02,
+            "p_bad_good": 0.18, "loss_good": 0.0, "loss_bad": 1.0}  # fmt: skip
+GE_RATE = {"_target_": "gclab.network.gilbert_elliott.GilbertElliott", "loss_rate": 0.2,
+           "burst_length": 5}  # fmt: skip
+TIMED = {"_target_": "gclab.network.gilbert_elliott.TimedGilbertElliott", "loss_rate": 0.3}
+COMPOSITE = "gclab.network.composite.Composite"
+HALF = {"_target_": BERNOULLI, "p": 0.5}
+
+
 @pytest.mark.parametrize(
     ("delay", "rate"),
     [
         ({"_target_": BERNOULLI, "p": 0.05}, 0.05),
         ({"_target_": "gclab.network.base.DelayModel"}, 0.0),
         ({"_target_": "gclab.network.straggler.Straggler", "mean": 1.0}, 0.0),
-        ({"loss_rate": 0.1, "burst_length": 4, "p_good_bad": None}, 0.1),
-        ({"p_good_bad": 0.02, "p_bad_good": 0.18, "loss_good": 0.0, "loss_bad": 1.0}, 0.1),
-        ({"compute": {"_target_": "x.Trace"}, "loss": {"p": 0.2}}, 0.2),
-        ({"compute": {"p": 0.5}, "loss": {"p": 0.5}}, 0.75),
-        ({"compute": {"_target_": "my.Model"}, "loss": {"p": 0.5}}, None),
-        ({"_target_": BERNOULLI, "p": "${oc.env:P}"}, None),
+        (GE_RATE, 0.2),  # exactly the configured rate (the chain's mix: 0.20000000000000004)
+        (GE_CHAIN, 0.1),
+        (TIMED, 0.3),
+        ({"_target_": "gclab.network.trace.Trace", "path": "gone.npz"}, 0.0),  # its class: 0
+        ({"_target_": COMPOSITE, "compute": HALF, "loss": HALF}, 0.75),
+        ({"_target_": COMPOSITE, "compute": {"_target_": "my.Model"}, "loss": GE_RATE}, None),
+        ({"_target_": BERNOULLI, "p": "${oc.env:GCLAB_TEST_UNSET_P}"}, None),
+        ({"_target_": BERNOULLI, "p": 1.5}, None),  # refused by the model: no rate
         ({"_target_": "my.Model"}, None),
         (None, None),
     ],
 )
-def test_loss_rate_of_each_delay_model(delay: Any, rate: float | None) -> None:
-    got = loss_rate(delay)
-    assert got == rate if rate is None else math.isclose(got, rate)
+def test_a_config_s_loss_rate_is_its_delay_model_s(delay: Any, rate: float | None) -> None:
+    got = config_loss_rate({"delay": delay})
+    assert got == rate if rate is None or delay is GE_RATE else math.isclose(got, rate)
+
+
+def test_a_summary_s_loss_rate_comes_first_and_old_runs_ask_their_config(tmp_path: Path) -> None:
+    """A run's summary records its model's loss rate (any model, a new one too); a run
+    without it (failed, or older) gets it from the model its config builds."""
+    config = {"delay": {"_target_": BERNOULLI, "p": 0.2}}
+    job(tmp_path / "0", ["delay.p=0.2"], config=config, summary={"loss_rate": 0.3})
+    job(tmp_path / "1", ["delay.p=0.2"], num=1, config=config, summary={"total_time": 1.0})
+    job(tmp_path / "2", ["delay.p=0.2"], num=2, config=config, error="boom")
+    assert [run.loss_rate for run in load_sweep(tmp_path).runs] == [0.3, 0.2, 0.2]
 
 
 # --- experiment configs -------------------------------------------------------------------

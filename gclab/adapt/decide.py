@@ -26,8 +26,8 @@ from gclab.errors import ConfigError, under
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
-from gclab.sim.fast import FAMILIES, load_kernels
-from gclab.sim.search import Trial, scheme_name, scheme_option, search
+from gclab.sim.fast import load_kernels
+from gclab.sim.search import Trial, scheme_name, scheme_options, search
 
 
 def controller(
@@ -56,8 +56,7 @@ def controller(
             "wait_all with adaptation."
         )
     nodes = candidates(policy, cfg.scheme, scheme.n)
-    if any(name in FAMILIES for name in nodes):
-        load_kernels()  # start-up: decide_seconds times the decisions alone
+    load_kernels(nodes, network)  # start-up: decide_seconds times the decisions alone
     return Controller(policy, nodes, scheme, delay, network, cfg.seed, payload)
 
 
@@ -67,7 +66,7 @@ def candidates(policy: Search, configured: DictConfig, n: int) -> dict[str, Dict
     if policy.schemes is None:
         nodes = [configured]
     else:
-        nodes = [scheme_option(name, "adapt.schemes") for name in policy.schemes]
+        nodes = scheme_options(list(policy.schemes), "adapt.schemes")
     chosen = {scheme_name(node): node for node in nodes}
     for node in chosen.values():
         # a composed option has no key of its own: its parameters read as scheme.<name>

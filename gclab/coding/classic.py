@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from gclab.coding import params
+from gclab.coding.contract import Shape
 from gclab.coding.cyclic import Construction, CyclicScheme, choose, node_constructions
 from gclab.coding.fractional import FractionalScheme
 from gclab.coding.linear import LinearScheme
@@ -99,6 +100,11 @@ class ClassicCR(CyclicScheme):
     @classmethod
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
         return every_s(n)
+
+    @classmethod
+    def shape(cls, n: int, s: int = 1, construction: str = "rotation", seed: int = 0) -> Shape:
+        """Without building the code: ``s + 1`` shards of ``n`` per worker."""
+        return Shape((s + 1) / n, 0, 1.0, f"{cls.name}(n={n}, s={s}, {construction})")
 
     def describe(self) -> str:
         return f"{self.name}(n={self.n}, s={self.s}, {self.construction.name})"

@@ -138,6 +138,16 @@ Plan = tuple[tuple[Task, ...], ...]
 """Tasks per worker for one round: ``plan[w]`` is what worker ``w`` computes."""
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What a setting of a scheme states before it runs (:meth:`Scheme.shape`)."""
+
+    load: float  # Scheme.load
+    T: int  # Scheme.T
+    packet_fraction: float  # Scheme.packet_fraction
+    description: str  # Scheme.describe()
+
+
 class Encoder(ABC):
     """Worker-side encoder; may keep state across rounds (running sums of earlier jobs)."""
 
@@ -376,6 +386,16 @@ class Scheme(ABC):
         identical. ``None`` (the default): the scheme has nothing to search.
         """
         return None
+
+    @classmethod
+    def shape(cls, n: int, **params: Any) -> Shape:
+        """The load, ``T``, packet fraction and description of the scheme built with
+        ``n`` and ``params``. By default it is built and asked; a scheme whose search grid
+        is large states them from its parameters instead, since the fast search asks for
+        every setting (``tests/coding/test_shape.py`` holds each to its built scheme's).
+        """
+        scheme = cls(n, **params)
+        return Shape(scheme.load, scheme.T, scheme.packet_fraction, scheme.describe())
 
     def straggler_model(self) -> StragglerModel:
         """The straggler model the scheme is designed for, checked round by round.

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from gclab.coding.classic import ClassicCR
-from gclab.coding.contract import Decoder, Encoder, Part, Plan, StragglerModel, Task
+from gclab.coding.contract import Decoder, Encoder, Part, Plan, Shape, StragglerModel, Task
 from gclab.coding.numerics import combine
 from gclab.coding.sgc import AdaptiveDecoder, AdaptiveScheme, BurstyModel, GroupWeights, check_bwl
 from gclab.errors import DecodeError
@@ -79,6 +79,14 @@ class MSGC(AdaptiveScheme):
         """The SGC paper's M-SGC grid: ``1 <= B < W``, ``W − 1 + B <= 4`` (delay ``T <= 3``)."""
         pairs = [(B, W) for W in range(2, 5) for B in range(1, W) if W - 1 + B <= 4]
         return [{"B": B, "W": W, "lam": lam} for B, W in pairs for lam in range(1, n + 1)]
+
+    @classmethod
+    def shape(cls, n: int, B: int = 1, W: int = 2, lam: int = 2) -> Shape:
+        """Without building the code: ``T = W − 2 + B``, a packet of ``T + 1`` slots."""
+        T = W - 2 + B
+        return Shape(
+            m_sgc_load(n, B, W, lam), T, float(T + 1), f"{cls.name}(n={n}, B={B}, W={W}, lam={lam})"
+        )
 
     def part(self, shard: int, piece: int) -> int:
         """Index of piece ``piece`` (D1 chunk ``c``, or D2 group ``W − 1 + j``) of ``shard``."""

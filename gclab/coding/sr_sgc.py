@@ -15,7 +15,7 @@ import numpy as np
 
 from gclab.coding import params
 from gclab.coding.classic import ClassicCR
-from gclab.coding.contract import Decoder, Encoder, Plan, StragglerModel, Task
+from gclab.coding.contract import Decoder, Encoder, Plan, Shape, StragglerModel, Task
 from gclab.coding.linear import LinearEncoder
 from gclab.coding.numerics import combine
 from gclab.coding.sgc import AdaptiveDecoder, AdaptiveScheme, BurstyModel, GroupWeights, check_bwl
@@ -62,6 +62,12 @@ class SRSGC(AdaptiveScheme):
     @property
     def load(self) -> float:
         return (self.s + 1) / self.n
+
+    @classmethod
+    def shape(cls, n: int, B: int = 1, W: int = 2, lam: int = 2) -> Shape:
+        """Without building the code: GC(s) per job, ``T = B``."""
+        s = sr_sgc_stragglers(B, W, lam)
+        return Shape((s + 1) / n, B, 1.0, f"{cls.name}(n={n}, B={B}, W={W}, lam={lam}, s={s})")
 
     @classmethod
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from gclab.coding.contract import Shape
 from gclab.coding.linear import LinearScheme
 
 
@@ -22,6 +23,10 @@ class Uncoded(LinearScheme):
     @classmethod
     def search_grid(cls, n: int, recovery: str) -> list[dict[str, Any]]:
         return [{}]  # nothing to choose
+
+    @classmethod
+    def shape(cls, n: int) -> Shape:
+        return Shape(1 / n, 0, 1.0, f"{cls.name}(n={n}, s=0, T=0)")
 
     def decoding_weights(self, survivors: tuple[int, ...]) -> np.ndarray | None:
         if len(survivors) < self.n:

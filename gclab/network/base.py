@@ -27,6 +27,10 @@ class DelayModel:
     #: asks :meth:`lost_at` with each transmission's sending time instead of :meth:`lost`
     #: and :meth:`relost`.
     timed: bool = False
+    #: Long-run probability that a first transmission is lost: what reports plot against
+    #: and runs record in ``summary.json``. A model that loses packets overrides it; one
+    #: that never does keeps this 0, whatever its parameters.
+    loss_rate: float = 0.0
 
     def check(self, n: int, rounds: int) -> None:
         """Raise :class:`ConfigError` if the model cannot serve ``n`` workers for ``rounds``.

@@ -24,6 +24,10 @@ class Bernoulli(DelayModel):
                 param="p",
             )
 
+    @property
+    def loss_rate(self) -> float:
+        return self.p
+
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         return draws.uniform(seed, draws.LOSS, round, n) < self.p
 

@@ -47,6 +47,12 @@ class Composite(DelayModel):
         #: Whether losses evolve in time (a part's do).
         self.timed = bool(timed)
 
+    @property
+    def loss_rate(self) -> float:
+        """Lost if either part loses it; the parts draw independently."""
+        compute, loss = self.parts
+        return 1.0 - (1.0 - compute.loss_rate) * (1.0 - loss.loss_rate)
+
     def check(self, n: int, rounds: int) -> None:
         for slot, part in zip(("compute", "loss"), self.parts):
             with under(slot):

@@ -59,8 +59,11 @@ class GilbertElliott(DelayModel):
             )
         self.loss_good = probability("loss_good", loss_good)
         self.loss_bad = probability("loss_bad", loss_bad)
+        #: The loss rate as configured (rate form), else None: the chain's mix gives it.
+        self.rate: float | None = None
         if rate:
             self.p_good_bad, self.p_bad_good = self._from_rate(loss_rate, burst_length)
+            self.rate = float(loss_rate)
         else:
             if p_good_bad is None or p_bad_good is None:
                 missing = "p_good_bad" if p_good_bad is None else "p_bad_good"
@@ -119,7 +122,10 @@ class GilbertElliott(DelayModel):
 
     @property
     def loss_rate(self) -> float:
-        """Long-run fraction of lost first transmissions."""
+        """Long-run fraction of lost first transmissions: the configured rate in the rate
+        form (the chain's mix equals it up to rounding), else the chain's stationary mix."""
+        if self.rate is not None:
+            return self.rate
         bad = self.stationary_bad
         return bad * self.loss_bad + (1 - bad) * self.loss_good
 

@@ -9,11 +9,13 @@ starts) and, once the job has finished, ``summary.json``; a training run also le
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +25,6 @@ from omegaconf import OmegaConf
 TRAIN, SIM, UNKNOWN = "train", "sim", "unknown"
 #: ``hydra.job.name`` of each app, to tell a failed job's kind when no output file says it.
 JOB_NAMES = {"gclab": TRAIN, "gclab.sim": SIM}
-#: Delay models (``_target_`` class names) that never lose a packet: loss rate 0.
-LOSSLESS = {"DelayModel", "Straggler", "Trace"}
-#: Delay-model fields that set the loss rate; overrides of them form a sweep's loss axis.
-LOSS_FIELDS = {
-    "p",
-    "loss_rate",
-    "burst_length",
-    "p_good_bad",
-    "p_bad_good",
-    "loss_good",
-    "loss_bad",
-}
-
-
 #: Overrides that never tell curves or categories apart.
 NOT_SERIES = ("seed", "resume")
 
@@ -52,40 +40,37 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def loss_rate(delay: Any) -> float | None:
-    """Mean probability that a transmission is lost under a ``delay`` config, if known.
+def config_loss_rate(config: Any) -> float | None:
+    """The loss rate of the delay model a run's config builds, for a run whose summary
+    does not record it (a failed run, or one from before summaries recorded it).
 
-    Bernoulli: ``p``; Gilbert–Elliott: ``loss_rate``, or the chain's stationary mix of
-    ``loss_good``/``loss_bad``; composite: lost if either part loses it; models without
-    loss: 0. None when the model is unknown or a value is missing.
+    The model answers (:attr:`gclab.network.base.DelayModel.loss_rate`), built from the
+    config as the run built it; one that cannot be built here (a trace file gone, an
+    unresolvable value) answers through its class where the class states one rate for
+    every parameter (a model that never loses a packet: 0). None when neither can.
     """
+    delay = config.get("delay") if isinstance(config, Mapping) else None
     if not isinstance(delay, Mapping):
         return None
-    parts = [delay[key] for key in ("compute", "loss") if isinstance(delay.get(key), Mapping)]
-    if parts:
-        rates = [loss_rate(part) for part in parts]
-        if any(rate is None for rate in rates):
-            return None
-        return 1.0 - math.prod(1.0 - rate for rate in rates)
-    for key in ("p", "loss_rate"):
-        if delay.get(key) is not None:
-            return _number(delay[key])
-    good_bad, bad_good = _number(delay.get("p_good_bad")), _number(delay.get("p_bad_good"))
-    if good_bad is not None and bad_good is not None and good_bad + bad_good > 0:
-        bad = good_bad / (good_bad + bad_good)
-        loss_good, loss_bad = (
-            _number(delay.get("loss_good", 0.0)),
-            _number(delay.get("loss_bad", 1.0)),
-        )
-        if loss_good is None or loss_bad is None:
-            return None
-        return bad * loss_bad + (1.0 - bad) * loss_good
-    return 0.0 if str(delay.get("_target_", "")).rsplit(".", 1)[-1] in LOSSLESS else None
+    from hydra.utils import get_class
+
+    from gclab.schemas import instantiate_checked
+
+    try:
+        return _number(instantiate_checked(OmegaConf.create(dict(config)).delay).loss_rate)
+    except Exception:  # any config the model refuses or cannot resolve: ask its class
+        pass
+    try:
+        cls = get_class(str(delay.get("_target_")))
+    except Exception:  # no such class here
+        return None
+    return _number(inspect.getattr_static(cls, "loss_rate", None))
 
 
 def is_loss_key(key: str) -> bool:
-    """Whether an override sets the delay model or its loss rate (the sweep's loss axis)."""
-    return key == "delay" or (key.startswith("delay") and key.rsplit(".", 1)[-1] in LOSS_FIELDS)
+    """Whether an override sets the delay model or one of its parameters: the sweep's
+    loss axis, when the runs span several loss rates (:meth:`Sweep.numeric_loss`)."""
+    return key == "delay" or key.startswith(("delay.", "delay@"))
 
 
 def parse_override(text: str) -> tuple[str, str]:
@@ -140,9 +125,12 @@ class Run:
         """The scheme's config option (``classic_cr``), else whatever the summary calls it."""
         return self.choices.get("scheme") or str((self.summary or {}).get("scheme", "?"))
 
-    @property
+    @cached_property
     def loss_rate(self) -> float | None:
-        return loss_rate(self.config.get("delay"))
+        """The delay model's loss rate: as the summary records it, else from the config."""
+        if self.summary is not None and "loss_rate" in self.summary:
+            return _number(self.summary["loss_rate"])
+        return config_loss_rate(self.config)
 
     @property
     def total_time(self) -> float | None:

@@ -32,8 +32,8 @@ from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
-from gclab.sim.fast import FAMILIES, load_kernels
-from gclab.sim.search import Trial, grid, scheme_name, scheme_option, search
+from gclab.sim.fast import load_kernels
+from gclab.sim.search import Trial, grid, scheme_name, scheme_options, search
 
 PREFIX = PREFIXES["sim"]
 
@@ -73,14 +73,19 @@ def searched(cfg: DictConfig) -> list[DictConfig]:
             "sim.schemes=[] is invalid: give at least one scheme option, or null to search "
             "the configured scheme."
         )
-    return [scheme_option(name) for name in cfg.sim.schemes]
+    return scheme_options(list(cfg.sim.schemes))
 
 
 def report(
-    result: SimResult, out: Path, trials: list[Trial] | None = None, seconds: float | None = None
+    result: SimResult,
+    out: Path,
+    delay: DelayModel,
+    trials: list[Trial] | None = None,
+    seconds: float | None = None,
 ) -> None:
-    """Write the run's files and print a short summary (with a search: the best of each scheme)."""
-    summary = {**result.summary(), "rounds_file": "rounds.csv"}
+    """Write the run's files and print a short summary (with a search: the best of each
+    scheme); the summary records the delay model's ``loss_rate`` for reports."""
+    summary = {**result.summary(), "loss_rate": delay.loss_rate, "rounds_file": "rounds.csv"}
     if trials is not None:
         best = {}
         for t in trials:  # fastest first: the first trial of a scheme is its best
@@ -126,20 +131,20 @@ def _hydra_main(cfg: DictConfig) -> None:
                     "adapt=search cannot be combined with sim.search=true: the adaptive run "
                     "searches by itself; choose one."
                 )
-            report(simulate_adaptive(scheme, adaptive, *args), out)
+            report(simulate_adaptive(scheme, adaptive, *args), out, delay)
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             nodes = searched(cfg)
-            if settings is None and any(scheme_name(node) in FAMILIES for node in nodes):
-                load_kernels()  # start-up: search_seconds times the search alone
+            if settings is None:  # start-up: search_seconds times the search alone
+                load_kernels([scheme_name(node) for node in nodes], network)
             start = time.perf_counter()
             trials = sorted(
                 (t for node in nodes for t in search(node, scheme.n, *args, settings)),
                 key=lambda t: t.result.total_time,
             )
-            report(trials[0].result, out, trials, time.perf_counter() - start)
+            report(trials[0].result, out, delay, trials, time.perf_counter() - start)
         else:
-            report(simulate(scheme, *args), out)
+            report(simulate(scheme, *args), out, delay)
     except ConfigError as exc:
         if hydra_cfg.mode.name != "MULTIRUN":
             fail(PREFIX, str(exc))

@@ -10,23 +10,24 @@ simulates each setting with :func:`~gclab.sim.engine.simulate`, the ground truth
 tested against setting by setting (``tests/sim/test_fast.py``). The speed comes from
 computing arrival times once per distinct load and packet size for all rounds
 (:meth:`~gclab.network.base.DelayModel.delays_by_load`, then the links of
-:mod:`gclab.network.links`), building no scheme object per setting (loads, packet sizes
-and names come from the schemes' own formulas), and a round costing a few passes over
-the ``n`` workers. Bytes change the arrivals and each setting's retransmission cycle;
-server time adds the same seconds to every round that runs.
+:mod:`gclab.network.links`), building no scheme object per setting (each setting's load,
+``T``, packet size and name are the scheme class's :meth:`~gclab.coding.contract.Scheme.shape`),
+and a round costing a few passes over the ``n`` workers. Bytes change the arrivals and
+each setting's retransmission cycle; server time adds the same seconds to every round
+that runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from gclab.coding.contract import SCHEMES, Shape
 from gclab.coding.evaluation import NODE_FAMILIES
-from gclab.coding.m_sgc import m_sgc_load
 from gclab.coding.sr_sgc import sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.links import Links
@@ -41,20 +42,12 @@ LOAD_BATCH = 32
 
 @dataclass(frozen=True)
 class Family:
-    """A scheme's settings as kernel inputs, without building the scheme per setting."""
+    """The kernel that runs a scheme's settings (their shapes come from the scheme class)."""
 
-    #: ``scheme.describe()`` of a setting, from ``(n, config node, params)``.
-    describe: Callable[[int, DictConfig, Params], str]
-    #: ``scheme.load`` of a setting, from ``(n, params)``.
-    load: Callable[[int, Params], float]
-    #: ``scheme.T`` of a setting.
-    delay: Callable[[Params], int]
     #: Runs the kernel: ``(arrivals, round stats, load_of, settings, jobs, network, out)``.
     run: Callable[..., None]
-    #: A valid setting at ``n = 2``, for :func:`load_kernels`.
+    #: A valid setting at ``n = 2`` (every parameter it needs), for :func:`load_kernels`.
     sample: Params
-    #: ``scheme.packet_fraction`` of a setting.
-    packet: Callable[[Params], float] = lambda p: 1.0
     #: Whether the config node (parameters outside the grid) is one the kernel models.
     accepts: Callable[[DictConfig], bool] = lambda node: True
 
@@ -82,8 +75,9 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Record
 
     close, top, _, late_count = stats
     s_of = np.array([p.get("s", 0) for p in settings], dtype=np.int64)
+    ordered = np.sort(arrivals, axis=2)  # the (n − s)-th arrival of a rejected round
     kernels.gc_rounds(
-        arrivals, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
+        ordered, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
         out.ran, out.duration, out.erased, out.late, out.waited,
     )  # fmt: skip
 
@@ -104,51 +98,31 @@ def _sgc(multiplexed: bool) -> Callable[..., None]:
 
 
 FAMILIES: dict[str, Family] = {
-    "uncoded": Family(
-        describe=lambda n, node, p: f"uncoded(n={n}, s=0, T=0)",
-        load=lambda n, p: 1 / n,
-        delay=lambda p: 0,
-        run=_gc,
-        sample={},
-    ),
+    "uncoded": Family(run=_gc, sample={}),
     "classic_cr": Family(
-        describe=lambda n, node, p: f"classic_cr(n={n}, s={p['s']}, {node.construction})",
-        load=lambda n, p: (p["s"] + 1) / n,
-        delay=lambda p: 0,
         run=_gc,
-        sample={"s": 1},
+        sample={"s": 1, "construction": NODE_FAMILIES[0]},
         accepts=lambda node: node.get("construction") in NODE_FAMILIES,
     ),
-    "sr_sgc": Family(
-        describe=lambda n, node, p: (
-            f"sr_sgc(n={n}, B={p['B']}, W={p['W']}, lam={p['lam']}, "
-            f"s={sr_sgc_stragglers(p['B'], p['W'], p['lam'])})"
-        ),
-        load=lambda n, p: (sr_sgc_stragglers(p["B"], p["W"], p["lam"]) + 1) / n,
-        delay=lambda p: p["B"],
-        run=_sgc(multiplexed=False),
-        sample={"B": 1, "W": 2, "lam": 1},
-    ),
-    "m_sgc": Family(
-        describe=lambda n, node, p: f"m_sgc(n={n}, B={p['B']}, W={p['W']}, lam={p['lam']})",
-        load=lambda n, p: m_sgc_load(n, p["B"], p["W"], p["lam"]),
-        delay=lambda p: p["W"] - 2 + p["B"],
-        run=_sgc(multiplexed=True),
-        sample={"B": 1, "W": 2, "lam": 1},
-        packet=lambda p: float(p["W"] - 1 + p["B"]),  # T + 1 slot results side by side
-    ),
+    "sr_sgc": Family(run=_sgc(multiplexed=False), sample={"B": 1, "W": 2, "lam": 1}),
+    "m_sgc": Family(run=_sgc(multiplexed=True), sample={"B": 1, "W": 2, "lam": 1}),
 }
 
 
-def load_kernels() -> None:
-    """Import numba and load the compiled kernels (a fresh install compiles them first).
+def load_kernels(names: Iterable[str] | None = None, network: NetworkConfig | None = None) -> None:
+    """Import numba and load the compiled kernels that the fast path of schemes ``names``
+    (default: every family) needs under ``network`` (default: all of them, the shared
+    server link's too). A fresh install compiles only these first, each once.
 
     Start-up, not search: the CLI and the benchmarks call this before timing a search.
     """
-    node = OmegaConf.create({"construction": NODE_FAMILIES[0]})
-    shared = NetworkConfig(server_bandwidth=1.0)  # compiles the shared link's kernel too
-    for name, family in FAMILIES.items():
-        fast_results(name, node, 2, [family.sample], DelayModel(), shared, 1, 0, 0.0, 1.0)
+    shared = network is None or network.server_bandwidth is not None
+    links = NetworkConfig(server_bandwidth=1.0 if shared else None)
+    for name in FAMILIES if names is None else names:
+        family = FAMILIES.get(name)
+        if family is not None:
+            node = OmegaConf.create(family.sample)
+            fast_results(name, node, 2, [family.sample], DelayModel(), links, 1, 0, 0.0, 1.0)
 
 
 def fast_results(
@@ -173,16 +147,18 @@ def fast_results(
         return None
     if delay.timed or network.recovery == "partial":  # the engine's business
         return None
-    delays = [family.delay(p) for p in settings]
+    fixed = {k: v for k, v in OmegaConf.to_container(node).items() if k != "_target_"}
+    shapes = [SCHEMES[name].shape(n, **{**fixed, **p}) for p in settings]
+    delays = [shape.T for shape in shapes]
     for T in dict.fromkeys(delays):  # the engine's check, in the order it would meet them
         delay.check(n, jobs + T)
     rounds = jobs + max(delays)
     if not lossless(delay, rounds, n, seed, max(delays)):
         return None
     links = network.links(payload_bytes)
-    sizes = np.array([family.packet(p) * links.payload for p in settings])
+    sizes = np.array([shape.packet_fraction * links.payload for shape in shapes])
     cycles = np.array([network.rto + links.alone(size) for size in sizes])
-    profile = np.array([[family.load(n, p) for p in settings], sizes]).T
+    profile = np.array([[shape.load for shape in shapes], sizes]).T
     profiles, profile_of = np.unique(profile, axis=0, return_inverse=True)
     profile_of = profile_of.reshape(-1)
     out = Records(len(settings), rounds)
@@ -198,7 +174,7 @@ def fast_results(
         )
         out.store(rows, part)
     server = float(network.server_time)
-    return _results(family, node, n, jobs, settings, out, server, sizes)
+    return _results(shapes, n, jobs, out, server, sizes)
 
 
 def _arrivals(
@@ -257,22 +233,15 @@ def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
 
 
 def _results(
-    family: Family,
-    node: DictConfig,
-    n: int,
-    jobs: int,
-    settings: list[Params],
-    out: Records,
-    server: float,
-    sizes: np.ndarray,
+    shapes: list[Shape], n: int, jobs: int, out: Records, server: float, sizes: np.ndarray
 ) -> list[SimResult | None]:
     """One :class:`SimResult` per setting, as the engine builds it (rounds run only)."""
     count = out.ran.sum(axis=1)
-    prefix = np.cumsum(~out.ran, axis=1)[np.arange(len(settings)), np.maximum(count - 1, 0)] == 0
+    prefix = np.cumsum(~out.ran, axis=1)[np.arange(len(shapes)), np.maximum(count - 1, 0)] == 0
     numbers = np.arange(out.ran.shape[1])
     lost = np.zeros(out.ran.shape[1], dtype=np.int64)
     results: list[SimResult | None] = []
-    for i, params in enumerate(settings):
+    for i, shape in enumerate(shapes):
         if out.failed[i]:
             results.append(None)
             continue
@@ -280,9 +249,9 @@ def _results(
         sent = out.sent[i, rows]
         results.append(
             SimResult(
-                scheme=family.describe(n, node, params),
+                scheme=shape.description,
                 n=n,
-                load=float(family.load(n, params)),
+                load=float(shape.load),
                 jobs=jobs,
                 index=numbers[rows],
                 durations=out.duration[i, rows] + server,

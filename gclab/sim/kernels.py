@@ -24,8 +24,12 @@ Arguments shared by the kernels:
 :mod:`gclab.sim.sgc_kernels` holds the SGC schemes' kernel, on bitsets of workers.
 
 Compiled with numba and cached on disk (``cache=True``): the first run in a fresh
-install compiles them (tens of seconds on this project's 2-core machine), later
-runs load the machine code.
+install compiles the kernels its search needs (:func:`gclab.sim.fast.load_kernels`),
+later runs load the machine code. Compile time is kept down by what the kernels avoid:
+numba's sorts and ``np.partition`` (numpy sorts outside, or
+:func:`gclab.sim.sgc_kernels._stable_order`),
+array-to-array slice assignments (element loops), and Python-callable wrappers of the
+helpers (:data:`_helper`).
 """
 
 from __future__ import annotations
@@ -35,7 +39,10 @@ from numba import njit
 
 from gclab.network.links import fair_share
 
-_fair_share = njit(cache=True)(fair_share)
+#: Compiles a function only the kernels call: no wrappers for calls from Python.
+_helper = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+
+_fair_share = _helper(fair_share)
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -76,7 +83,7 @@ def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
             _fair_share(sent[p, r], sizes[p], uplink, server, order, out[p, r], scratch)
 
 
-@njit(cache=True)
+@_helper
 def _sorts(values, order) -> bool:
     """Whether ``order`` is the stable sort of ``values`` (ties by index)."""
     for i in range(order.size - 1):
@@ -88,11 +95,15 @@ def _sorts(values, order) -> bool:
 
 @njit(cache=True)
 def gc_rounds(
-    arrivals, close, top, late_count, load_of, s_of, jobs, wait_all,
+    ordered, close, top, late_count, load_of, s_of, jobs, wait_all,
     ran, duration, erased, late, waited,
 ):  # fmt: skip
-    """Static codes deciding by ``≥ n − s`` packets (``uncoded``: ``s = 0``; ``classic_cr``)."""
-    n = arrivals.shape[2]
+    """Static codes deciding by ``≥ n − s`` packets (``uncoded``: ``s = 0``; ``classic_cr``).
+
+    ``ordered[l, r]`` is ``arrivals[l, r]`` sorted (numpy sorts it outside: compiling a
+    sort or ``np.partition`` costs seconds of a fresh install's first search).
+    """
+    n = ordered.shape[2]
     for i in range(s_of.size):
         s, load = s_of[i], load_of[i]
         for r in range(jobs):
@@ -106,7 +117,6 @@ def gc_rounds(
                 duration[i, r] = top[load, r]
                 waited[i, r] = True
             else:  # recovery waits for the (n − s)-th arrival
-                kth = np.partition(arrivals[load, r].copy(), n - s - 1)[n - s - 1]
-                duration[i, r] = max(close[load, r], kth)
+                duration[i, r] = max(close[load, r], ordered[load, r, n - s - 1])
                 erased[i, r] = s
                 waited[i, r] = True

@@ -13,12 +13,16 @@ each setting alone. ``sim.grid`` (a list of parameter dicts, e.g.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from gclab import CONF_DIR
 from gclab.coding.contract import SCHEMES
@@ -48,21 +52,49 @@ def scheme_name(scheme: DictConfig) -> str:
     return get_class(scheme._target_).name
 
 
-def scheme_option(name: str, key: str = "sim.schemes") -> DictConfig:
-    """The config of scheme option ``name`` as ``scheme=<name>`` composes it, defaults kept.
+def scheme_options(names: Sequence[str], key: str = "sim.schemes") -> list[DictConfig]:
+    """The configs of scheme options ``names`` as ``scheme=<name>`` composes each, defaults
+    kept. Hydra composes them, all at once, from the running app's config search path
+    (``hydra.searchpath`` included, so a scheme added there can be named) or, outside an
+    app, from gclab's configs.
 
-    ``key`` is the setting that named it, for the error an unknown name gets.
+    ``key`` is the setting that named them, for the error an unknown name gets.
     """
-    path = CONF_DIR / "scheme" / f"{name}.yaml"
-    if not path.is_file():
-        options = ", ".join(sorted(p.stem for p in (CONF_DIR / "scheme").glob("*.yaml")))
-        raise ConfigError(
-            f"{key} has {name!r}, which is not a scheme option: the options are {options}."
-        )
-    node = OmegaConf.load(path)
-    node.pop("defaults", None)
-    schema = ConfigStore.instance().load(f"schema/scheme/{name}.yaml").node
-    return OmegaConf.merge(schema, node)
+    searchpath = _searchpath()
+    with _composing():
+        loader = GlobalHydra.instance().config_loader()
+        options = loader.get_group_options("scheme", config_name=None, overrides=searchpath)
+        for name in names:
+            if name not in options:
+                raise ConfigError(
+                    f"{key} has {name!r}, which is not a scheme option: the options are "
+                    f"{', '.join(sorted(options))}."
+                )
+        picks = [f"+scheme@option{i}={name}" for i, name in enumerate(names)]
+        composed = compose(config_name=None, overrides=[*searchpath, *picks])
+    return [composed[f"option{i}"] for i in range(len(names))]
+
+
+def scheme_option(name: str, key: str = "sim.schemes") -> DictConfig:
+    """The config of scheme option ``name`` (:func:`scheme_options`)."""
+    return scheme_options([name], key)[0]
+
+
+def _searchpath() -> list[str]:
+    """The running app's ``hydra.searchpath`` as an override (none outside an app)."""
+    if not HydraConfig.initialized() or not HydraConfig.get().searchpath:
+        return []
+    return [f"hydra.searchpath=[{','.join(repr(str(p)) for p in HydraConfig.get().searchpath)}]"]
+
+
+@contextmanager
+def _composing() -> Iterator[None]:
+    """Hydra ready to compose: the running app's, else one on gclab's configs."""
+    if GlobalHydra.instance().is_initialized():
+        yield
+        return
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        yield
 
 
 def grid(scheme: DictConfig, n: int, recovery: str = "decodable") -> list[Params]:

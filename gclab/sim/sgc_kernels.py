@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numba import njit
 
-from gclab.sim.kernels import ONE, ZERO
+from gclab.sim.kernels import ONE, ZERO, _helper
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -20,7 +20,7 @@ _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
 _H01 = np.uint64(0x0101010101010101)
 
 
-@njit(cache=True)
+@_helper
 def _popcount(x: np.uint64) -> int:
     x = x - ((x >> ONE) & _M1)
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
@@ -28,7 +28,7 @@ def _popcount(x: np.uint64) -> int:
     return int((x * _H01) >> np.uint64(56))
 
 
-@njit(cache=True)
+@_helper
 def _count(bits: np.ndarray) -> int:
     total = 0
     for k in range(bits.size):
@@ -36,7 +36,7 @@ def _count(bits: np.ndarray) -> int:
     return total
 
 
-@njit(cache=True)
+@_helper
 def _any(bits: np.ndarray) -> bool:
     for k in range(bits.size):  # noqa: SIM110 (numba compiles loops, not generators)
         if bits[k] != ZERO:
@@ -44,7 +44,7 @@ def _any(bits: np.ndarray) -> bool:
     return False
 
 
-@njit(cache=True)
+@_helper
 def _lowest(bits: np.ndarray, k: int, out: np.ndarray) -> int:
     """``out |=`` the ``k`` lowest workers of ``bits`` (all if fewer); returns how many."""
     taken = 0
@@ -58,7 +58,7 @@ def _lowest(bits: np.ndarray, k: int, out: np.ndarray) -> int:
     return taken
 
 
-@njit(cache=True)
+@_helper
 def _workers(bits: np.ndarray, out: np.ndarray) -> int:
     """The workers of ``bits`` into ``out``, ascending; returns how many."""
     size = 0
@@ -72,7 +72,7 @@ def _workers(bits: np.ndarray, out: np.ndarray) -> int:
     return size
 
 
-@njit(cache=True)
+@_helper
 def _valid(n: int) -> np.ndarray:
     """The bitset of workers ``0 .. n−1``."""
     bits = np.zeros((n + 63) // 64, dtype=np.uint64)
@@ -81,13 +81,22 @@ def _valid(n: int) -> np.ndarray:
     return bits
 
 
-@njit(cache=True)
+@_helper
+def _largest(values: np.ndarray) -> int:
+    """``int(values.max())`` of a non-empty array, by a loop (cheaper to compile)."""
+    top = values[0]
+    for v in values:
+        top = max(top, v)
+    return int(top)
+
+
+@_helper
 def _sent(end: float, base: float, rto: float, count: int) -> int:
     """Attempts sent before ``end`` by ``count`` retransmissions that succeed at attempt 1."""
     return count * min(1, max(0, math.ceil((end - base) / rto - 1e-9)))
 
 
-@njit(cache=True)
+@_helper
 def _admits(marks: np.ndarray, late: np.ndarray, r: int, B: int, W: int, lam: int) -> bool:
     """The ``(B, W, λ)`` check of round ``r`` against the marks of the rounds before it."""
     count = 0
@@ -104,7 +113,21 @@ def _admits(marks: np.ndarray, late: np.ndarray, r: int, B: int, W: int, lam: in
     return count <= lam
 
 
-@njit(cache=True)
+@_helper
+def _stable_order(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` by insertion (ties keep their order): a few
+    late packets per round, and far cheaper to compile than numba's sorts."""
+    order = np.arange(values.size)
+    for i in range(1, values.size):
+        k, j = order[i], i
+        while j > 0 and values[order[j - 1]] > values[k]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = k
+    return order
+
+
+@_helper
 def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, order, times):
     """Recovery events in the protocol's order; returns their number.
 
@@ -117,7 +140,7 @@ def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, o
     late = _workers(current, workers)
     for k in range(late):
         late_times[k] = arrivals_r[workers[k]]
-    by_time = np.argsort(late_times[:late], kind="mergesort")  # stable: ties by worker
+    by_time = _stable_order(late_times[:late])
     arrive = base + rto
     size = 0
     k = 0
@@ -149,10 +172,10 @@ def sgc_rounds(
     shared by both (``got``: packets received per round; ``marks``: straggler marks of
     ``wait_all``; ``decoded`` per job) and their own:
 
-    * SR-SGC (:class:`~gclab.coding.sr_sgc.SRSGCDecoder`, :class:`~gclab.coding.sr_sgc.SRSGCModel`):
+    * SR-SGC (:class:`~gclab.coding.sgc.SRSGCDecoder`, :class:`~gclab.coding.sgc.SRSGCModel`):
       ``repeat[r]``, the workers that repeat job ``r − B`` in round ``r`` (the others
       compute job ``r``); ``have[j]``, the workers whose job-``j`` result arrived.
-    * M-SGC (:class:`~gclab.coding.m_sgc.MSGCDecoder`, :class:`~gclab.coding.m_sgc.MSGCModel`):
+    * M-SGC (:class:`~gclab.coding.sgc.MSGCDecoder`, :class:`~gclab.coding.sgc.MSGCModel`):
       slot ``m`` of round ``r`` serves job ``r − m``; slots ``< W − 1`` are D1 chunk ``m``
       for every worker; in a later slot ``retry`` holds the workers that redo a D1 chunk
       (``chunk[c]``: those redoing chunk ``c``), the others run D2 group ``m − W + 1``.
@@ -163,7 +186,7 @@ def sgc_rounds(
     valid = _valid(n)
     words = valid.size
     delays = W_of - 2 + B_of if multiplexed else B_of
-    slots = 1 + int(np.max(delays))
+    slots = 1 + _largest(delays)
     got = np.zeros((rounds, words), dtype=np.uint64)
     marks = np.zeros((rounds, words), dtype=np.uint64)
     decoded = np.zeros(jobs, dtype=np.bool_)
@@ -172,7 +195,7 @@ def sgc_rounds(
         np.zeros((rounds * (1 - sized), words), dtype=np.uint64),  # repeat
         np.zeros((jobs * (1 - sized), words), dtype=np.uint64),  # have
     )
-    chunks, groups_max = (int(np.max(W_of)) - 1) * sized, int(np.max(B_of)) * sized
+    chunks, groups_max = (_largest(W_of) - 1) * sized, _largest(B_of) * sized
     m = (
         np.zeros((rounds, slots * sized, words), dtype=np.uint64),  # retry
         np.zeros((rounds, slots * sized, chunks, words), dtype=np.uint64),  # chunk
@@ -224,7 +247,8 @@ def sgc_rounds(
                         if on_time[k] & sr[0][r, k] != ZERO:
                             exempt = False
                     if not exempt:
-                        marks[r] = late_bits[load, r]
+                        for k in range(words):
+                            marks[r, k] = late_bits[load, r, k]
                 elif stragglers > 0:  # rejected: every packet
                     _receive(multiplexed, sr, m, got, decoded, late_bits[load, r], r, B, T, W,
                              groups, jobs)  # fmt: skip
@@ -278,7 +302,7 @@ def sgc_rounds(
             late[i, r] = stragglers
 
 
-@njit(cache=True)
+@_helper
 def _receive(multiplexed, sr, m, got, decoded, packets, r, B, T, W, groups, jobs) -> None:
     """Deliver ``packets`` of round ``r``: what each carries counts once (``record``)."""
     for k in range(packets.size):
@@ -308,7 +332,7 @@ def _receive(multiplexed, sr, m, got, decoded, packets, r, B, T, W, groups, jobs
                 d2_count[job, slot - (W - 1)] += _popcount(fresh)
 
 
-@njit(cache=True)
+@_helper
 def _ready(multiplexed, sr, m, job, W, groups, quorum) -> bool:
     """Whether ``job`` is decodable: ``n − s`` results (SR-SGC); every D1 chunk and ``n − λ``
     results per D2 group (M-SGC, ``MSGCDecoder._ready``)."""
@@ -324,7 +348,7 @@ def _ready(multiplexed, sr, m, job, W, groups, quorum) -> bool:
     return True
 
 
-@njit(cache=True)
+@_helper
 def _sr_plan(sr, decoded, valid, scratch, r, B, s, jobs) -> bool:
     """Freeze round ``r``: ``v > s`` workers missing job ``r − B`` → ``v − s`` of them
     repeat it (never computed it first, then lowest id). Returns whether it serves."""
@@ -343,7 +367,7 @@ def _sr_plan(sr, decoded, valid, scratch, r, B, s, jobs) -> bool:
     return r < jobs or _any(repeat[r])  # job r exists, or somebody repeats
 
 
-@njit(cache=True)
+@_helper
 def _sr_wanted(sr, got, valid, current, scratch, previous, previous_round, job, r) -> int:
     """``SRSGCDecoder.wanted``: round ``job``'s missing packets (resent; returns how many)
     into ``previous``, round ``r``'s missing repeats into ``current``."""
@@ -357,17 +381,18 @@ def _sr_wanted(sr, got, valid, current, scratch, previous, previous_round, job, 
     return resent
 
 
-@njit(cache=True)
+@_helper
 def _m_reset(m, valid, W, jobs) -> None:
     missing, d2, d2_count = m[2], m[3], m[4]
     for j in range(jobs):
         for c in range(W - 1):
-            missing[j, c] = valid
+            for k in range(valid.size):
+                missing[j, c, k] = valid[k]
     d2[:] = ZERO
     d2_count[:] = 0
 
 
-@njit(cache=True)
+@_helper
 def _m_plan(m, decoded, scratch, r, T, W, groups, lam, jobs) -> bool:
     """Freeze round ``r``: in a D2 slot, at most ``λ`` workers missing a D1 chunk of the
     slot's job redo one (lowest ids; the slot's own chunk first, else the earliest).
@@ -401,7 +426,7 @@ def _m_plan(m, decoded, scratch, r, T, W, groups, lam, jobs) -> bool:
     return serves
 
 
-@njit(cache=True)
+@_helper
 def _m_wanted(
     m, got, valid, current, workers, previous, previous_round, job, r, T, W, groups, quorum
 ) -> int:
@@ -424,7 +449,8 @@ def _m_wanted(
             current[k] &= ~got[rr, k]
         if rr < r:
             found = _workers(current, workers)
-            previous[resent : resent + found] = workers[:found]
+            for e in range(found):
+                previous[resent + e] = workers[e]
             previous_round[resent : resent + found] = rr
             resent += found
     return resent

@@ -118,14 +118,16 @@ class RayLauncher(Launcher):
         import ray
 
         remote = ray.remote(max_retries=0)(_run_job)  # a dead process is not retried
-        state = Singleton.get_state()
+        # What every job shares is serialized once, into the object store, not per job.
+        shared = [ray.put(x) for x in (self.hydra_context, self.task_function)]
+        state = ray.put(Singleton.get_state())
         returns: list[JobReturn | None] = [None] * len(configs)
         pending: dict[Any, int] = {}  # ObjectRef -> job
         for i, config in enumerate(configs):
             while len(pending) >= limit:
                 self._collect(pending, returns, configs)
             task = remote.options(num_cpus=self._cpus(config), num_gpus=self.num_gpus)
-            ref = task.remote(self.hydra_context, config, self.task_function, state, os.getcwd())
+            ref = task.remote(shared[0], config, shared[1], state, os.getcwd())
             pending[ref] = i
         while pending:
             self._collect(pending, returns, configs)

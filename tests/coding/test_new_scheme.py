@@ -96,3 +96,13 @@ def test_a_toy_scheme_composes_simulates_searches_and_trains(tmp_path: Path) -> 
     summary = run(cfg, tmp_path / "train", start_pool=in_process)
     rounds = [r for r in read_metrics(tmp_path / "train" / "metrics.jsonl") if r["kind"] == "round"]
     assert len(rounds) == 2 and summary["scheme"] == "toy"
+
+
+@pytest.mark.usefixtures("toy")
+def test_a_searchpath_scheme_can_be_named_in_sim_schemes(tmp_path: Path) -> None:
+    """``sim.schemes`` options are composed by Hydra in the app's search path: the toy,
+    which only ``hydra.searchpath`` knows, is searched beside a built-in scheme."""
+    summary = simulate(tmp_path / "search", "sim.search=true", "sim.schemes=[toy,uncoded]")
+    assert set(summary["best"]) == {"toy", "uncoded"}
+    assert summary["settings"] == 3 + 1  # the toy's grid (s = 0, 1, 3) and uncoded's one
+    assert summary["best"]["toy"]["scheme"].startswith("toy(n=4, s=")

@@ -1,0 +1,96 @@
+"""The first search of a fresh install, cold and warm: the README's search command.
+
+Each run is a fresh ``python -m gclab.sim`` from start to exit, on a copy of the package
+in a temporary folder (so that no compiled kernel cached next to the sources, in
+``__pycache__``, is reused) with an empty numba cache (``NUMBA_CACHE_DIR``): *cold* is
+the first run, whose search compiles the kernels it needs; *warm* the best of the runs
+after it, which load them. Wall and CPU seconds (user + system of the command) are
+printed; the machine may be shared, so the load average is printed with them.
+``--rev REV`` measures a git revision's package instead of the working tree, so that
+two versions can be compared under the same load.
+
+    python bench/first_search.py                 # the working tree
+    python bench/first_search.py --rev HEAD~3    # a revision, for comparison
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import SHARED, machine
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gclab", "hydra_plugins")
+COMMAND = [
+    "sim.search=true", "sim.schemes=[uncoded,classic_cr,sr_sgc,m_sgc]", "cluster.workers=256",
+    "sim.jobs=16", "network.recovery=wait_all", "delay=trace", "delay.slope=2.2",
+    f"delay.path={SHARED}/traces/lambda-sydney-cnn-w256-r20-load000.npz", "delay.base_load=0",
+]  # fmt: skip
+
+
+def install(into: Path, rev: str | None) -> None:
+    """The packages of the working tree (``rev=None``) or of a git revision, without caches."""
+    if rev is None:
+        for name in PACKAGES:
+            shutil.copytree(ROOT / name, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        return
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, *PACKAGES], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+
+
+def timed(source: Path, cache: Path, out: Path) -> tuple[float, float, dict]:
+    """``(wall s, CPU s, summary.json)`` of one search command."""
+    env = {**os.environ, "PYTHONPATH": str(source), "NUMBA_CACHE_DIR": str(cache)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "gclab.sim", *COMMAND, f"hydra.run.dir={out}"],
+        cwd=source, env=env, capture_output=True, check=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads((out / "summary.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rev", help="a git revision to measure instead of the working tree")
+    parser.add_argument("--warm", type=int, default=3, help="warm runs (the best is kept)")
+    args = parser.parse_args()
+    print(f"# {machine()}")
+    print(f"# python -m gclab.sim {' '.join(COMMAND)}")
+    with tempfile.TemporaryDirectory() as tmp:
+        source, cache = Path(tmp) / "src", Path(tmp) / "numba"
+        source.mkdir()
+        install(source, args.rev)
+        load = os.getloadavg()[0]
+        cold = timed(source, cache, Path(tmp) / "cold")
+        warm = min(
+            (timed(source, cache, Path(tmp) / f"warm{i}") for i in range(args.warm)),
+            key=lambda run: run[0],
+        )
+        load = max(load, os.getloadavg()[0])
+    print("| package | cold wall (s) | cold CPU (s) | warm wall (s) | warm CPU (s) "
+          "| search_seconds | best | load average |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    best = f"{cold[2]['scheme']} {cold[2]['total_time']:.9f} s"
+    print(
+        f"| {args.rev or 'working tree'} | {cold[0]:.1f} | {cold[1]:.1f} | {warm[0]:.1f} "
+        f"| {warm[1]:.1f} | {warm[2]['search_seconds']:.3f} | {best} | {load:.1f} |"
+    )
+
+
+if __name__ == "__main__":
+    main()
