@@ -427,7 +427,7 @@ T_975 = {1: 12.706204736174698, 2: 4.302652729911275}  # Student t quantiles (ta
 
 def study_run(
     root: Path, scheme: str, delay: dict[str, Any], seed: int, times: list[float],
-    accuracy: list[float], failed: bool = False,
+    accuracy: list[float], failed: bool = False, extra: tuple[str, ...] = (),
 ) -> Path:  # fmt: skip
     """A finished (or failed) training run of a study, laid out as the study runner does:
     one job applied per round, an evaluation every 10 rounds (after rounds 9, 19, ...)."""
@@ -439,11 +439,19 @@ def study_run(
         {"kind": "eval", "round": 10 * i + 9, "virtual_time": t, "test_accuracy": a}
         for i, (t, a) in enumerate(zip(times, accuracy))
     ))  # fmt: skip
+    config: dict[str, Any] = {"seed": seed, "scheme": {"name": scheme}, "delay": delay}
+    for override in extra:  # "network.recovery=partial" -> config["network"]["recovery"]
+        dotted, value = override.split("=", 1)
+        *parents, leaf = dotted.split(".")
+        node = config
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
     return job(
-        root / scheme / f"{option}{'-'.join(keys)}" / f"seed{seed}",
-        [f"scheme={scheme}", *scheme_keys, f"delay={option}", *keys, f"seed={seed}"],
+        root / f"{scheme}{''.join(extra)}" / f"{option}{'-'.join(keys)}" / f"seed{seed}",
+        [f"scheme={scheme}", *scheme_keys, f"delay={option}", *keys, f"seed={seed}", *extra],
         num=None, choices={"scheme": scheme, "delay": option},
-        config={"seed": seed, "scheme": {"name": scheme}, "delay": delay},
+        config=config,
         summary=None if failed else {"scheme": scheme, "test_accuracy": accuracy[-1],
                                      "total_virtual_time": times[-1], "jobs": len(rounds)},
         metrics=None if failed else evals, error="RuntimeError: boom" if failed else None,
@@ -463,6 +471,30 @@ def make_study(root: Path) -> None:
         study_run(root, "classic_fr", loss, k, [6 + k, 16 + k, 26 + k], [0.4, 0.6, 0.7], k == 2)
     bursts = {"_target_": GE, "loss_rate": 0.1, "burst_length": 3}
     study_run(root, "classic_fr", bursts, 0, [7, 17, 27], [0.4, 0.6, 0.7])
+
+
+def test_a_baseline_named_as_its_table_names_it_pairs_two_groups_of_one_series(
+    tmp_path: Path,
+) -> None:
+    """classic_fr against classic_fr with partial recovery: one series label, two groups;
+    ``--baseline classic_fr`` is the group without the extra override."""
+    loss = {"_target_": BERNOULLI, "p": 0.1}
+    for k in range(3):
+        study_run(tmp_path / "runs", "classic_fr", loss, k, [10 + k, 20 + k], [0.4, 0.6])
+        study_run(
+            tmp_path / "runs", "classic_fr", loss, k, [5 + k, 8 + k * k], [0.4, 0.6],
+            extra=("network.recovery=partial",),
+        )  # fmt: skip
+    out = tmp_path / "report"
+    proc = cli("gclab.report", str(tmp_path / "runs"), "--out", str(out), "--target", "0.5",
+               "--baseline", "classic_fr")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {r["series"]: r for r in read_csv(out / "time_to_target.csv")}
+    partial = rows["classic_fr, network.recovery=partial"]
+    logs = np.log([20 / 8, 21 / 9, 22 / 12])
+    assert (partial["baseline"], partial["pairs"]) == ("classic_fr", "3")
+    assert float(partial["ratio"]) == pytest.approx(math.exp(logs.mean()))
+    assert float(rows["classic_fr"]["ratio"]) == 1.0
 
 
 def half_width(values: list[float]) -> float:

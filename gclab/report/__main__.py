@@ -80,8 +80,10 @@ def main(argv: list[str] | None = None) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--baseline", metavar="SERIES",
-        help="series label (e.g. uncoded) that the time-to-target table compares every group "
-        "with, seed by seed, at the same loss setting and other overrides",
+        help="group (as the tables name it, e.g. classic_fr beside 'classic_fr, "
+        "network.recovery=partial') or series label (e.g. uncoded) that the time-to-target "
+        "table compares every group with, seed by seed, at the same loss setting and other "
+        "overrides",
     )  # fmt: skip
     parser.add_argument(
         "--horizon", type=_seconds, metavar="S",
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     except SweepError as exc:
         parser.exit(2, f"gclab.report: error: {exc}\n")
     labels = sorted({sweep.series(run) for run in sweep.runs})
-    if args.baseline is not None and args.baseline not in labels:
+    named = labels + [g.name for g in groups(sweep, args.smooth)] if args.baseline else labels
+    if args.baseline is not None and args.baseline not in named:
         parser.exit(
             2,
             f"gclab.report: error: --baseline {args.baseline!r} is none of the runs' series: "

@@ -333,16 +333,18 @@ def target_rows(
     aa: AAPair | None = None,
 ) -> list[TargetRow]:
     """Every group's time to ``target``, censored where not reached, restricted to its loss
-    setting's horizon (``horizon`` if given, :func:`horizons`). With a ``baseline`` series
-    label, each group's paired ratio against the baseline group of its loss setting (where
-    several share it, the one whose other overrides agree with the group's), labelled
-    against the noise floor of the ``aa`` pair: the largest over the settings where the
-    pair ran (:func:`aa_ratios`)."""
+    setting's horizon (``horizon`` if given, :func:`horizons`). With a ``baseline`` (a
+    group's name, as the tables show it, else a series label), each group's paired ratio
+    against the baseline group of its loss setting (where several share it, the one whose
+    other overrides agree with the group's), labelled against the noise floor of the
+    ``aa`` pair: the largest over the settings where the pair ran (:func:`aa_ratios`)."""
     ends = horizons(all_groups, target, horizon)
     floor = None
     if aa is not None:
         floor = noise_floor(aa_ratios(all_groups, target, aa, horizon).values())
-    bases = [g for g in all_groups if g.label == baseline]
+    # a group's name first: 'classic_fr' beside 'classic_fr, network.recovery=partial'
+    bases = [g for g in all_groups if g.name == baseline]
+    bases = bases or [g for g in all_groups if g.label == baseline]
     rows = []
     for group in all_groups:
         outcomes, end = group.outcomes(target), ends[_setting(group)]
