@@ -76,7 +76,9 @@ def test_study_runs_resumably_records_failures_verifies_and_reports(tmp_path: Pa
     }  # fmt: skip
     kinds = [row["kind"] for row in csv.DictReader((out / "status.csv").open())]
     assert kinds == ["run"] * 2 + ["replay"] * 2 + ["verify"] + ["run"] * 2  # verify: replays done
-    short = "trace short.npz has 4 workers × 3 rounds but the run needs 4 × 14"
+    short = (
+        "delay.beyond=error but trace short.npz has 4 workers × 3 rounds and the run needs 4 × 14"
+    )
     for unit in ("pipelined_cr-stale-constant/broken/seed0:run",
                  "pipelined_cr-interleaved/broken/seed0:replay"):  # fmt: skip
         state, message = states[unit]
