@@ -15,13 +15,16 @@ are timed together, as the driver's ``decode_ms`` does.
   residual check), reported apart;
 * **ratio**: the median over those rounds of decode / baseline of the same round;
 * **baseline**: right after each timed round, one in-place float32 pass over the vectors
-  the round's decodes read (recorded from ``combine_sums``): ``acc = v0 + v1``, then
+  the round's decodes read (recorded from ``combine_sums`` and ``weighted_sum``):
+  ``acc = v0 + v1``, then
   ``acc += v`` for each further vector, numpy ufuncs with ``out=``, no allocation. A
   float64 vector a pipelined decode reads (a decoded job still in its window) counts as
   the two float32 vectors of its bytes.
-* **result write**: filling the round's float64 results once, a floor for any decode:
-  a CCE code's result (m > 1) is m times longer than a packet and twice as wide, so it
-  alone outweighs a pass over the m-times-shorter packets.
+* **result write**: filling the round's results once, in their dtypes, a floor for any
+  decode: a CCE code's result (m > 1) is m times longer than a packet, so it alone
+  costs about a pass over the m-times-shorter packets. A one-shot decode of float32
+  packets writes a float32 result (accumulated in float64, rounded once); a pipelined
+  decode keeps float64 values it adds to later.
 
 The previous round's results are held until this round's decode ends, as the driver
 holds its ``gradients``: result arrays are reused only once dropped
@@ -81,21 +84,30 @@ clock = time.thread_time
 
 
 class Reads:
-    """Records the vectors every decode reads: wraps ``combine_sums``, which every decoder
-    calls (through ``combine`` or directly)."""
+    """Records the vectors every decode reads: wraps ``combine_sums`` and ``weighted_sum``,
+    one of which every decoder calls (through ``combine`` or directly)."""
 
     def __init__(self) -> None:
         self.vectors: list[np.ndarray] = []
-        self.original = numerics.combine_sums
+        self.sums, self.weighted = numerics.combine_sums, numerics.weighted_sum
 
-    def __call__(self, sums: Sequence[numerics.Sum], *args: Any, **kwargs: Any) -> list[np.ndarray]:
+    def combine_sums(self, sums: Sequence[numerics.Sum], *args: Any, **kwargs: Any) -> list:
         for vectors, _ in sums:
             self.vectors.extend(vectors)
-        return self.original(sums, *args, **kwargs)
+        return self.sums(sums, *args, **kwargs)
+
+    def weighted_sum(self, vectors: Sequence[np.ndarray], *args: Any) -> np.ndarray:
+        self.vectors.extend(vectors)
+        return self.weighted(vectors, *args)
 
     def install(self) -> None:
         for module in (numerics, stream):
-            module.combine_sums = self
+            module.combine_sums = self.combine_sums
+        numerics.weighted_sum = self.weighted_sum
+
+
+#: The recorder of every decode's reads.
+READS = Reads()
 
 
 def inplace_pass(vectors: list[np.ndarray], stand_ins: list[np.ndarray], acc: np.ndarray) -> float:
@@ -120,10 +132,10 @@ def inplace_pass(vectors: list[np.ndarray], stand_ins: list[np.ndarray], acc: np
 
 
 def result_write(results: list[np.ndarray], sink: np.ndarray) -> float:
-    """Seconds to write the round's float64 results once (a floor no decode can beat)."""
+    """Seconds to write the round's results once, in their dtypes (a floor for any decode)."""
     start = clock()
     for result in results:
-        sink[: result.size].fill(0.0)
+        sink.view(result.dtype)[: result.size].fill(0.0)
     return clock() - start
 
 
@@ -158,7 +170,7 @@ def run(
     size = int(np.ceil(length * scheme.packet_fraction))
     packets = [p[:size] for p in pool]
     decoder = scheme.decoder(length)
-    reads = numerics.combine_sums
+    reads = READS
     pattern = losses(scheme.n, lossy)
     stand_ins = [half for p in pool for half in (p[:length], p[length:])]
     steady, first, plain, write, read, results = [], [], [], [], [], []
@@ -293,7 +305,7 @@ def main() -> None:
     print(f"# {machine()}")
     print(f"# one thread; losses: none, or Bernoulli({LOSS}) over {PERIOD} rounds, repeated")
     print(f"# clock: {'elapsed time' if args.wall else 'thread CPU time'}\n")
-    Reads().install()
+    READS.install()
     table(["cnn"] if args.quick else args.models, args.workers)
     if not args.no_solves:
         solve_table()

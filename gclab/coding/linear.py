@@ -23,6 +23,7 @@ from gclab.coding.numerics import (
     RESIDUAL_TOL,
     as_streams,
     combine,
+    compile_weighted_sum,
     least_squares_weights,
     residual,
 )
@@ -191,6 +192,13 @@ class LinearDecoder(Decoder):
         self._arrived: dict[int, dict[int, np.ndarray | None]] = {}
         self._decoded: set[int] = set()
         self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
+        if not self.symbolic:  # the decode without loss is solved and compiled before a clock
+            try:
+                solution = self._solution_of(tuple(range(scheme.n)))
+            except DecodeError:  # a broken code: decode() raises it for the round it meets
+                solution = None
+            if solution is not None:
+                compile_weighted_sum(solution[1])
 
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
@@ -208,7 +216,10 @@ class LinearDecoder(Decoder):
             arrived.setdefault(worker, packet)
 
     def _solution(self, round: int) -> tuple[tuple[int, ...], np.ndarray] | None:
-        survivors = tuple(self._arrived.get(round, {}))
+        return self._solution_of(tuple(self._arrived.get(round, {})))
+
+    def _solution_of(self, survivors: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray] | None:
+        """Used workers and weights of a survivor set (in arrival order), cached."""
         key = survivors if self.scheme.order_matters else tuple(sorted(survivors))
         if key not in self._cache:
             self._cache[key] = (
@@ -238,7 +249,9 @@ class LinearDecoder(Decoder):
         self._decoded.add(job)
         if self.symbolic:
             return None
-        return combine([packets[w] for w in used], weights, self.grad_size, self.outputs)
+        return combine(
+            [packets[w] for w in used], weights, self.grad_size, self.outputs, final=True
+        )
 
     def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
         from gclab.coding.partial import partial_sum  # it builds on this module

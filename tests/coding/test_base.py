@@ -8,7 +8,7 @@ import pytest
 from gclab.coding import numerics
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
-from gclab.coding.numerics import Outputs, combine, combine_sums
+from gclab.coding.numerics import Outputs, combine, combine_sums, weighted_sum
 from gclab.coding.sr_sgc import SRSGC
 from gclab.errors import DecodeError
 from helpers.coding import decode, packets, partials
@@ -58,6 +58,32 @@ def test_combine_sums_keeps_each_sum_and_adds_their_total(monkeypatch) -> None:
     for (vectors, weights), got in zip(sums, groups):
         np.testing.assert_allclose(got, naive(vectors, weights), rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(total, groups[0] + groups[1], rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("m", "count", "pairs"),
+    [(1, 16, False), (3, 3, False), (3, 12, False), (1, 3, True), (2, 3, True), (2, 7, True)],
+    ids=lambda v: str(v),
+)
+def test_the_compiled_weighted_sum_is_the_float64_sum_rounded_once(m, count, pairs) -> None:
+    """Both loop orders (blocked, interleaved), real and float-pair weights, a length that
+    is no multiple of the block: float32 results equal the float64 sum rounded once."""
+    rng = np.random.default_rng(m * count)
+    size = 2 * 1003 if pairs else 1003
+    sent = [rng.standard_normal(size, dtype=np.float32) for _ in range(count)]
+    weights = rng.standard_normal((m, count))
+    if pairs:
+        weights = weights + 1j * rng.standard_normal((m, count))
+    grad_size = size * m - 1
+    got = weighted_sum(sent, weights, grad_size)
+    assert got.dtype == np.float32 and got.shape == (grad_size,)
+    want = naive(sent, weights)[:grad_size]
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    final = combine(sent, weights, grad_size, final=True)
+    np.testing.assert_array_equal(final, got)  # what a decoder's one-shot combine returns
+    assert combine([v.astype(np.float64) for v in sent], weights, grad_size, final=True).dtype == (
+        np.float64
+    )  # float64 packets keep a float64 sum
 
 
 def test_outputs_never_hand_out_an_array_someone_holds() -> None:
@@ -116,7 +142,8 @@ def test_weights_computed_once_per_pattern(monkeypatch) -> None:
             decoder.receive(round, w, sent[w])
         assert decoder.decodable() == [round]
         np.testing.assert_allclose(decoder.decode(round), grads.sum(axis=0), rtol=1e-10)
-    assert len(calls) == 1
+    # once for the pattern (each decoder solves the no-loss set ahead, when it is built)
+    assert [c for c in calls if c != tuple(range(16))] == [calls[-1]]
 
 
 def test_symbolic_mode_tracks_decodability_only() -> None:

@@ -136,7 +136,7 @@ def test_rotation_packets_are_real_and_as_short_as_real_ones(m: int, length: int
     assert sent[0].size == -(-length // (2 * m)) * 2  # ⌈l/m⌉ rounded up to even
     assert sent[0].size - packets(real, grads)[0].size <= 1
     got = decode(rotation, sent, [0, 2, 3, 5, 6, 7, 8], length)
-    assert got.dtype == np.float64 and got.shape == (length,)
+    assert got.dtype == dtype and got.shape == (length,)  # the packets' precision
     tol = 1e-6 if dtype == np.float32 else 1e-12
     assert relative_error(got, grads.astype(np.float64).sum(axis=0)) < tol
 
