@@ -158,6 +158,14 @@ def losses(n: int, lossy: bool) -> list[set[int]]:
     ]
 
 
+def packet_size(scheme: Scheme, length: int) -> int:
+    """The floats of a packet the scheme's encoder sends: ``⌈l·packet_fraction⌉``, and for
+    a code on float pairs ``2·⌈l/2m⌉`` (whole pairs per stream, as ``as_streams`` pads)."""
+    if getattr(scheme, "pairs", False):
+        return 2 * -(-length // (2 * scheme.m))
+    return int(np.ceil(length * scheme.packet_fraction))
+
+
 def run(
     scheme: Scheme,
     length: int,
@@ -167,7 +175,7 @@ def run(
     sink: np.ndarray,
 ) -> dict:
     """Feed rounds to a fresh decoder; per-round decode and baseline seconds, by kind."""
-    size = int(np.ceil(length * scheme.packet_fraction))
+    size = packet_size(scheme, length)
     packets = [p[:size] for p in pool]
     decoder = scheme.decoder(length)
     reads = READS

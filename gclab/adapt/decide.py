@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from gclab.adapt.observe import Observed, Window, load_slope
 from gclab.adapt.options import Search
 from gclab.coding.contract import Scheme
-from gclab.errors import ConfigError, under
+from gclab.errors import ConfigError
 from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
@@ -68,10 +68,8 @@ def candidates(policy: Search, configured: DictConfig, n: int) -> dict[str, Dict
     else:
         nodes = scheme_options(list(policy.schemes), "adapt.schemes")
     chosen = {scheme_name(node): node for node in nodes}
-    for node in chosen.values():
-        # a composed option has no key of its own: its parameters read as scheme.<name>
-        with under("" if node._get_full_key(None) else "scheme"):
-            instantiate_checked(node, n=n)
+    for node in chosen.values():  # errors read scheme.<param> or adapt.schemes.<name>.<param>
+        instantiate_checked(node, n=n)
     return chosen
 
 

@@ -137,14 +137,18 @@ def weighted_sum_kernel(
     pairs), ``C`` ``[m, count]`` in float64 (complex128) and ``out`` of ``m`` times a
     packet's length. Each result is accumulated in float64 (complex128) and rounded once on
     its write. ``m`` and ``count`` are constants of the compiled code, so the loops over
-    them unroll. Two loop orders, each where it is fastest (BENCHMARKS.md, "Decode speed"):
+    them unroll. Three loop orders, each where it is fastest (BENCHMARKS.md, "Decoding at
+    memory speed"):
 
-    * *blocked* (``m = 1``, and float pairs from 5 packets on): each packet in turn is
-      added to a float64 buffer of :data:`WEIGHTED_SUM_BLOCK` positions, a vectorised
-      loop; a one-stream sum of 16 packets runs at 0.7–1.0× one in-place float32 pass;
-    * *interleaved* (the rest): each position's ``m`` sums over all packets at once, then
-      written in order; real ``m = 3`` codes run at 1.9–2.5× that pass, where the blocked
-      order takes 3.6–5.3×.
+    * *blocked* (real ``m = 1``): each packet in turn is added to a float64 buffer of
+      :data:`WEIGHTED_SUM_BLOCK` positions, a vectorised loop; a one-stream sum of 16
+      packets runs at 0.7–1.0× one in-place float32 pass;
+    * *interleaved* (real ``m > 1``, float pairs up to 4 packets): each position's ``m``
+      sums over all packets at once, then written in order; real ``m = 3`` codes run at
+      1.9–2.5× that pass, where the blocked order takes 3.6–5.3×;
+    * *blocked in real arithmetic* for float pairs from 5 packets on: real and imaginary
+      parts in separate buffers, two packets per pass (15 packets of ``m = 2``: 1.6–2.9×,
+      complex arithmetic 4.6–4.9×).
 
     One kernel per ``(m, count, pairs)`` and dtype, compiled on first use
     (:func:`compile_weighted_sum` compiles it ahead, before a clock starts).
@@ -189,15 +193,19 @@ def weighted_sum_kernel(
             width = min(block, length - lo)
             real[:, :width] = 0.0
             imag[:, :width] = 0.0
-            for i in range(count):
-                floats = packets[i][lo : lo + width].view(np.float32)
+            for i in range(0, count, 2):  # two packets per pass over the buffers
+                other = min(i + 1, count - 1)  # an odd count's last packet pairs with
+                second = 1.0 if other > i else 0.0  # itself, at weight 0 the second time
+                f = packets[i][lo : lo + width].view(np.float32)
+                g = packets[other][lo : lo + width].view(np.float32)
                 for u in range(m):
                     a, b = weights[u, i].real, weights[u, i].imag
+                    c, d = second * weights[u, other].real, second * weights[u, other].imag
                     re, im = real[u], imag[u]
                     for t in range(width):
-                        x, y = floats[2 * t], floats[2 * t + 1]
-                        re[t] += a * x - b * y
-                        im[t] += a * y + b * x
+                        x, y, z, w = f[2 * t], f[2 * t + 1], g[2 * t], g[2 * t + 1]
+                        re[t] += a * x - b * y + c * z - d * w
+                        im[t] += a * y + b * x + c * w + d * z
             for t in range(width):
                 for u in range(m):
                     k = 2 * ((lo + t) * m + u)

@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_class
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from gclab import CONF_DIR
 from gclab.coding.contract import SCHEMES
@@ -58,7 +58,8 @@ def scheme_options(names: Sequence[str], key: str = "sim.schemes") -> list[DictC
     (``hydra.searchpath`` included, so a scheme added there can be named) or, outside an
     app, from gclab's configs.
 
-    ``key`` is the setting that named them, for the error an unknown name gets.
+    ``key`` is the setting that named them: an unknown name's error names it, and each
+    option sits at ``<key>.<name>``, the key its parameters' errors read.
     """
     searchpath = _searchpath()
     with _composing():
@@ -70,9 +71,10 @@ def scheme_options(names: Sequence[str], key: str = "sim.schemes") -> list[DictC
                     f"{key} has {name!r}, which is not a scheme option: the options are "
                     f"{', '.join(sorted(options))}."
                 )
-        picks = [f"+scheme@option{i}={name}" for i, name in enumerate(names)]
+        # each under <key>.<name>, so that a parameter's error reads adapt.schemes.cce_fr.m=...
+        picks = [f"+scheme@{key}.{name}={name}" for name in dict.fromkeys(names)]
         composed = compose(config_name=None, overrides=[*searchpath, *picks])
-    return [composed[f"option{i}"] for i in range(len(names))]
+    return [OmegaConf.select(composed, f"{key}.{name}") for name in names]
 
 
 def scheme_option(name: str, key: str = "sim.schemes") -> DictConfig:

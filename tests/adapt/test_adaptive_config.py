@@ -25,6 +25,8 @@ LONG = (
 BAD = [
     (["adapt.schemes=[classic_cr,nope]"],
      r"adapt\.schemes has 'nope', which is not a scheme option: the options are .*\."),
+    (["cluster.workers=2", "adapt.schemes=[classic_cr,cce_fr]"],
+     r"adapt\.schemes\.cce_fr\.s=1, m=3 needs s \+ m <= n but n=2; .*\."),
     (["adapt.every=0"], r"adapt\.every=0 is invalid: it must be an integer >= 1\."),
     (["adapt.window=-1"], r"adapt\.window=-1 is invalid: it must be an integer >= 1\."),
     (["adapt.window=50"], LONG + r" of at most the run's jobs\."),
@@ -51,14 +53,14 @@ def one_sentence(message: str, pattern: str) -> None:
     assert "\n" not in message
 
 
-@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "every", "window", "long"])
+@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"])
 def test_simulator_refuses_bad_adapt_values(extra: list[str], pattern: str) -> None:
     with pytest.raises(ConfigError) as info:
         sim_controller(extra)
     one_sentence(str(info.value), pattern)
 
 
-@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "every", "window", "long"])
+@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"])
 def test_training_refuses_bad_adapt_values_before_ray(extra: list[str], pattern: str) -> None:
     cfg = compose_config([*TINY, "adapt=search", "train.rounds=20", *extra])
     with pytest.raises(ConfigError) as info:
