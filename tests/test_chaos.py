@@ -33,7 +33,7 @@ from helpers.training import assert_same_weights, trained_weights
 #: Four jobs of two actors (two logical workers each) on 4 workers.
 SWEEP = [
     *[o for o in TINY if not o.startswith(("train.rounds", "model.width"))],
-    "model.width=32", "train.rounds=40", "scheme=uncoded,classic_fr",
+    "model.width=32", "train.rounds=80", "scheme=uncoded,classic_fr",
     "seed=0,1", "cluster=ray", "cluster.workers=4", "cluster.actors=2",
     "cluster.worker_cpus=0.5", "cluster.timeout=300",  # start-up on a loaded machine
 ]  # fmt: skip
@@ -61,7 +61,7 @@ def actor_pids(address: str) -> list[int]:
 
 
 class Killer(threading.Thread):
-    """SIGKILLs a random worker actor every 3–6 s once the sweep's rounds have begun,
+    """SIGKILLs a random worker actor every 1.5–3 s once the sweep's rounds have begun,
     at most :data:`KILLS` times (a restart takes seconds on a loaded machine); counts
     the kills."""
 
@@ -72,7 +72,7 @@ class Killer(threading.Thread):
         self.rng = random.Random(0)
 
     def run(self) -> None:
-        while self.kills < KILLS and not self.done.wait(self.rng.uniform(3.0, 6.0)):
+        while self.kills < KILLS and not self.done.wait(self.rng.uniform(1.5, 3.0)):
             pids = actor_pids(self.address)
             begun = any(p.stat().st_size for p in self.sweep.glob("*/metrics.jsonl"))
             if pids and begun:
