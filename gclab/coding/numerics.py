@@ -147,7 +147,7 @@ def weighted_sum_kernel(
       sums over all packets at once, then written in order; real ``m = 3`` codes run at
       1.9–2.5× that pass, where the blocked order takes 3.6–5.3×;
     * *blocked in real arithmetic* for float pairs from 5 packets on: real and imaginary
-      parts in separate buffers, two packets per pass (15 packets of ``m = 2``: 1.6–2.9×,
+      parts in separate buffers, two packets per pass (15 packets of ``m = 2``: 1.5–3.2×,
       complex arithmetic 4.6–4.9×).
 
     One kernel per ``(m, count, pairs)`` and dtype, compiled on first use
