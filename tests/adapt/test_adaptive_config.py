@@ -53,14 +53,18 @@ def one_sentence(message: str, pattern: str) -> None:
     assert "\n" not in message
 
 
-@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"])
+@pytest.mark.parametrize(
+    ("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"]
+)
 def test_simulator_refuses_bad_adapt_values(extra: list[str], pattern: str) -> None:
     with pytest.raises(ConfigError) as info:
         sim_controller(extra)
     one_sentence(str(info.value), pattern)
 
 
-@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"])
+@pytest.mark.parametrize(
+    ("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"]
+)
 def test_training_refuses_bad_adapt_values_before_ray(extra: list[str], pattern: str) -> None:
     cfg = compose_config([*TINY, "adapt=search", "train.rounds=20", *extra])
     with pytest.raises(ConfigError) as info:

@@ -62,12 +62,22 @@ def test_combine_sums_keeps_each_sum_and_adds_their_total(monkeypatch) -> None:
 
 @pytest.mark.parametrize(
     ("m", "count", "pairs"),
-    [(1, 16, False), (3, 3, False), (3, 12, False), (1, 3, True), (2, 3, True), (2, 7, True)],
+    [
+        (1, 16, False),
+        (3, 3, False),
+        (3, 12, False),
+        (1, 3, True),
+        (2, 3, True),
+        (2, 5, True),
+        (2, 7, True),
+        (1, 16, True),
+    ],
     ids=lambda v: str(v),
 )
 def test_the_compiled_weighted_sum_is_the_float64_sum_rounded_once(m, count, pairs) -> None:
-    """Both loop orders (blocked, interleaved), real and float-pair weights, a length that
-    is no multiple of the block: float32 results equal the float64 sum rounded once."""
+    """Every loop order (blocked, interleaved, float pairs four at a time with 1 and 3
+    left over), a length that is no multiple of the block: float32 results equal the
+    float64 sum rounded once."""
     rng = np.random.default_rng(m * count)
     size = 2 * 1003 if pairs else 1003
     sent = [rng.standard_normal(size, dtype=np.float32) for _ in range(count)]
