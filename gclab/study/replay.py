@@ -180,14 +180,32 @@ IGNORED = ("hydra", "delay", "resume", "logger")
 LEGACY = {"network.server_time": 0.0, "adapt": {"_target_": "gclab.adapt.options.Off"}}
 
 
+#: Classes that moved to other modules after some archived runs were recorded: the
+#: ``_target_`` those runs name, and where the class is now.
+MOVED = {
+    "gclab.coding.sgc.SRSGC": "gclab.coding.sr_sgc.SRSGC",
+    "gclab.coding.sgc.MSGC": "gclab.coding.m_sgc.MSGC",
+}
+
+
 def source_config(source: Path) -> DictConfig:
     """A finished run's config, with the keys it predates (:data:`LEGACY`) spelt out as
-    the values it ran under."""
+    the values it ran under, and the classes it names where they are now (:data:`MOVED`)."""
     cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
     for key, value in LEGACY.items():
         if OmegaConf.select(cfg, key) is None:
             OmegaConf.update(cfg, key, value, force_add=True)
+    _move_targets(cfg)
     return cfg
+
+
+def _move_targets(node: DictConfig) -> None:
+    """Rewrite every ``_target_`` of ``node`` and its children that :data:`MOVED` names."""
+    for key, value in node.items_ex(resolve=False):
+        if isinstance(value, DictConfig):
+            _move_targets(value)
+        elif key == "_target_" and value in MOVED:
+            node[key] = MOVED[value]
 
 
 def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:

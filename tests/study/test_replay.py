@@ -259,6 +259,18 @@ def test_retiming_can_charge_the_server_time_a_run_measured_but_did_not_charge(t
     assert plain["server_time_total"] == 0
 
 
+def test_a_run_that_names_a_class_where_it_used_to_be_is_still_retimed(tmp_path):
+    """Runs archived before SR-SGC left ``gclab.coding.sgc`` name it there."""
+    summary = train([*BASE, "scheme=sr_sgc"], tmp_path / "real")
+    path = tmp_path / "real" / ".hydra" / "config.yaml"
+    text = path.read_text()
+    assert "gclab.coding.sr_sgc.SRSGC" in text
+    path.write_text(text.replace("gclab.coding.sr_sgc.SRSGC", "gclab.coding.sgc.SRSGC"))
+    median = float(np.median(compute_times(tmp_path / "real")))
+    same = retime_run(tmp_path / "real", tmp_path / "same", median)
+    assert same["total_virtual_time"] == summary["total_virtual_time"]
+
+
 def test_a_retiming_that_would_move_jobs_between_rounds_is_refused(tmp_path):
     train(STALE_LOSSY, tmp_path / "real")
     lines = (tmp_path / "real" / "metrics.jsonl").read_text().splitlines()
