@@ -29,7 +29,7 @@ class Cluster:
     (:mod:`gclab.runtime.timing`): ``auto`` is the thread's CPU time for one-thread CPU
     workers, CUDA events on a GPU and wall time otherwise. ``device``, ``server_device``
     and ``bf16`` (autocast of the workers' forward pass): :mod:`gclab.runtime.devices`.
-    ``server_threads``: torch threads of the driver (decode, optimizer step); 1 by
+    ``server_threads``: torch and BLAS threads of the driver (decode, optimizer step); 1 by
     default, since a second thread mostly spins against the workers on a busy machine
     (bench/overhead.py; BENCHMARKS.md, "Where the time goes"). The test-set evaluation,
     which the workers wait for, uses every core the driver may run on. ``timeout``:

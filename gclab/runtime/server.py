@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 import ray
+import scipy.linalg.cython_blas  # noqa: F401  (numba's compiled BLAS calls: see train)
 import torch
+from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from gclab.coding.contract import Decoder, Scheme
@@ -228,7 +230,11 @@ def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | N
         nodes=len(set(pool.nodes)), processors=pool.processors,
     )  # fmt: skip
     try:
-        return _loop(plan, recorder, pool, normalizer)
+        # BLAS gets the driver's threads too: a pool of idle BLAS threads spin-waits, and
+        # under load that waiting lands on the clock. The limit reaches the libraries
+        # loaded now: numpy's, and scipy's that numba-compiled code calls (imported above)
+        with threadpool_limits(limits=cluster.server_threads, user_api="blas"):
+            return _loop(plan, recorder, pool, normalizer)
     finally:
         pool.close()
 

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from threadpoolctl import threadpool_info
 
 from gclab.app import build, run
 from gclab.ml import gradients as ml_gradients
@@ -120,3 +121,22 @@ def test_run_stops_at_the_first_evaluation_that_reaches_the_target(tmp_path):
     assert summary["time_to_target"] == evals[-1]["virtual_time"]
     assert summary["jobs"] == evals[-1]["round"] + 1 < summary["num_jobs"] == 40
     assert load_checkpoint(tmp_path / "checkpoint.pt")["next_job"] == summary["jobs"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_decodes_run_on_the_drivers_blas_threads(tmp_path, monkeypatch, threads):
+    """The driver's BLAS pools get ``cluster.server_threads`` threads for the whole loop
+    (a spinning pool would put load on the clock), and their own count again after."""
+    seen = []
+    decode = server_module.ParameterServer.submit
+
+    def spy(self, job, gradient):
+        seen.extend(p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas")
+        return decode(self, job, gradient)
+
+    monkeypatch.setattr(server_module.ParameterServer, "submit", spy)
+    before = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    cfg = compose_config([*TINY, "train.rounds=3", f"cluster.server_threads={threads}"])
+    run(cfg, tmp_path, start_pool=in_process)
+    assert before and seen and set(seen) == {threads}
+    assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
