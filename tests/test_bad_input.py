@@ -283,7 +283,7 @@ def sim_error(extra: list[str]) -> ConfigError:
     """The ConfigError the simulator reports for ``extra`` (through Hydra's wrapper, if any)."""
     cfg = compose_config(extra, name="sim")
     with pytest.raises((ConfigError, InstantiationException)) as info:
-        scheme, delay, network = prepare(cfg)
+        scheme, delay, network, _ = prepare(cfg)
         simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time,
                  cfg.sim.payload_bytes)  # fmt: skip
     cause: BaseException | None = info.value

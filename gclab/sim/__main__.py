@@ -38,8 +38,9 @@ from gclab.sim.search import Trial, grid, scheme_name, scheme_options, search
 PREFIX = PREFIXES["sim"]
 
 
-def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
-    """Build and validate everything the run needs; raises on a bad config."""
+def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig, list[DictConfig]]:
+    """Build and validate everything the run needs; raises on a bad config. The last item
+    is the scheme configs a search covers (:func:`searched`; empty without a search)."""
     with under("network"):
         network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     check_clock(network)
@@ -58,10 +59,11 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig]:
             "sim.grid and sim.schemes cannot be combined: a grid subset is one scheme's "
             "parameters; search several schemes with their full grids (sim.grid=null)."
         )
-    if cfg.sim.search and cfg.sim.grid is None:
-        for node in searched(cfg):
+    nodes = searched(cfg) if cfg.sim.search else []
+    if cfg.sim.grid is None:
+        for node in nodes:
             grid(node, scheme.n, network.recovery)
-    return scheme, delay, network
+    return scheme, delay, network, nodes
 
 
 def searched(cfg: DictConfig) -> list[DictConfig]:
@@ -121,7 +123,7 @@ def _hydra_main(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     out = Path(hydra_cfg.runtime.output_dir)
     try:
-        scheme, delay, network = prepare(cfg)
+        scheme, delay, network, nodes = prepare(cfg)
         args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time, cfg.sim.payload_bytes)
         payload = cfg.sim.payload_bytes
         adaptive = controller(cfg, scheme, delay, network, payload, cfg.sim.jobs, "sim.jobs")
@@ -134,7 +136,6 @@ def _hydra_main(cfg: DictConfig) -> None:
             report(simulate_adaptive(scheme, adaptive, *args), out, delay)
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
-            nodes = searched(cfg)
             if settings is None:  # start-up: search_seconds times the search alone
                 load_kernels([scheme_name(node) for node in nodes], network)
             start = time.perf_counter()

@@ -1,14 +1,15 @@
-"""Fast parameter search: a scheme's whole grid at once, in compiled round loops.
+"""Fast parameter search: a scheme's whole grid at once, in numpy or a compiled round loop.
 
 :func:`gclab.sim.search.search` offers every full grid here first. For the four schemes
 of the SGC papers (``uncoded``; ``classic_cr`` with an exact predicate, i.e. an
 evaluation construction; ``sr_sgc``; ``m_sgc``), the virtual clock and a delay model
 that loses nothing over the run (no first transmission and no first retransmission
-attempt), :mod:`gclab.sim.kernels` (SGC: :mod:`gclab.sim.sgc_kernels`) computes every
-setting's rounds by the engine's rules; anything else returns ``None`` and the search
-simulates each setting with :func:`~gclab.sim.engine.simulate`, the ground truth this is
-tested against setting by setting (``tests/sim/test_fast.py``). The speed comes from
-computing arrival times once per distinct load and packet size for all rounds
+attempt), numpy (the static codes) or a compiled round loop (SGC:
+:mod:`gclab.sim.sgc_kernels`) computes every setting's rounds by the engine's rules;
+anything else returns ``None`` and the search simulates each setting with
+:func:`~gclab.sim.engine.simulate`, the ground truth this is tested against setting by
+setting (``tests/sim/test_fast.py``). The speed comes from computing arrival times once
+per distinct load and packet size for all rounds
 (:meth:`~gclab.network.base.DelayModel.delays_by_load`, then the links of
 :mod:`gclab.network.links`), building no scheme object per setting (each setting's load,
 ``T``, packet size and name are the scheme class's :meth:`~gclab.coding.contract.Scheme.shape`),
@@ -71,28 +72,41 @@ class Records:
 
 
 def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
-    from gclab.sim import kernels
-
+    """Static codes deciding by ``≥ n − s`` packets (``uncoded``: ``s = 0``; ``classic_cr``),
+    every round at once: a round decodes at its close when at most ``s`` packets are late
+    (the model admits it too); otherwise ``wait_all`` takes every packet, and a retransmitting
+    recovery waits for the ``(n − s)``-th arrival."""
     close, top, _, late_count = stats
-    s_of = np.array([p.get("s", 0) for p in settings], dtype=np.int64)
-    ordered = np.sort(arrivals, axis=2)  # the (n − s)-th arrival of a rejected round
-    kernels.gc_rounds(
-        ordered, close, top, late_count, load_of, s_of, jobs, network.recovery == "wait_all",
-        out.ran, out.duration, out.erased, out.late, out.waited,
-    )  # fmt: skip
+    n = arrivals.shape[2]
+    s = np.array([p.get("s", 0) for p in settings], dtype=np.int64)[:, None]
+    rows, rounds = load_of[:, None], np.arange(jobs)
+    stragglers = late_count[rows, rounds[None, :]]
+    decodable = stragglers <= s
+    if network.recovery == "wait_all":  # rejected: every packet
+        recovered, erased = top[rows, rounds], 0
+    else:
+        kth = np.sort(arrivals[:, :jobs], axis=2)[rows, rounds, n - s - 1]
+        recovered, erased = np.maximum(close[rows, rounds], kth), s
+    out.ran[:, :jobs] = True
+    out.late[:, :jobs] = stragglers
+    out.duration[:, :jobs] = np.where(decodable, close[rows, rounds], recovered)
+    out.erased[:, :jobs] = np.where(decodable, stragglers, erased)
+    out.waited[:, :jobs] = ~decodable
 
 
 def _sgc(multiplexed: bool) -> Callable[..., None]:
     def run(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
-        from gclab.sim import sgc_kernels
+        from gclab.sim import kernels, sgc_kernels
 
         B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
         s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
-        sgc_kernels.sgc_rounds(
-            multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
-            network.recovery == "wait_all", out.ran, out.duration, out.erased, out.late,
-            out.sent, out.waited, out.failed,
-        )  # fmt: skip
+        state = sgc_kernels.sgc_state(multiplexed, arrivals.shape[1], arrivals.shape[2], jobs, B, W)
+        with kernels.lean_compile():
+            sgc_kernels.sgc_rounds(
+                multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
+                network.recovery == "wait_all", state, out.ran, out.duration, out.erased,
+                out.late, out.sent, out.waited, out.failed,
+            )  # fmt: skip
 
     return run
 
@@ -205,17 +219,24 @@ def _arrivals(
 
 def round_stats(arrivals: np.ndarray, network: NetworkConfig) -> tuple[np.ndarray, ...]:
     """``(close, last arrival, late bitsets, late count)`` per load and round."""
-    from gclab.sim import kernels
-
-    loads, rounds, n = arrivals.shape
-    stats = (
-        np.empty((loads, rounds)),
-        np.empty((loads, rounds)),
-        np.zeros((loads, rounds, (n + 63) // 64), dtype=np.uint64),
-        np.empty((loads, rounds), dtype=np.int64),
+    last = arrivals.max(axis=2)
+    close = (
+        last
+        if network.policy == "all"
+        else np.minimum((1.0 + network.mu) * arrivals.min(axis=2), last)
     )
-    kernels.round_stats(arrivals, network.policy == "all", network.mu, *stats)
-    return stats
+    is_late = arrivals > close[..., None]
+    return close, last, bitsets(is_late), is_late.sum(axis=2)
+
+
+def bitsets(flags: np.ndarray) -> np.ndarray:
+    """Each row of ``flags`` (booleans along the last axis) as a bitset of the kernels:
+    ``⌈n/64⌉`` ``uint64`` words, flag ``w`` bit ``w % 64`` of word ``w // 64``."""
+    n = flags.shape[-1]
+    padded = np.zeros((*flags.shape[:-1], 64 * ((n + 63) // 64)), dtype=bool)
+    padded[..., :n] = flags
+    packed = np.packbits(padded, axis=-1, bitorder="little")  # flag w: bit w % 8 of byte w // 8
+    return packed.view("<u8").astype(np.uint64)  # little-endian words, in native order
 
 
 def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:

@@ -34,18 +34,39 @@ helpers (:data:`_helper`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 from numba import njit
+from numba.core import config
 
 from gclab.network.links import fair_share
 
-#: Compiles a function only the kernels call: no wrappers for calls from Python.
-_helper = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+#: Compiles a function only the kernels call: no wrappers for calls from Python, and no
+#: cache of its own (a cached kernel holds its helpers' machine code).
+_helper = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
 
 _fair_share = _helper(fair_share)
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
+
+
+@contextmanager
+def lean_compile() -> Iterator[None]:
+    """numba's optimizer at ``-O1`` (at most) without loop vectorization while a search
+    kernel compiles, the process's settings restored after. The kernels loop over a few
+    bitset words per worker set; ``-O3`` and the vectorizer cost about 0.7 s of a fresh
+    install's first search and make no search measurably faster (BENCHMARKS.md, "Fast
+    first runs"). numba reads these settings when it optimizes a function, and a cached
+    kernel keeps the code it was compiled to."""
+    saved = config.OPT, config.LOOP_VECTORIZE
+    config.OPT, config.LOOP_VECTORIZE = min(saved[0], 1), False
+    try:
+        yield
+    finally:
+        config.OPT, config.LOOP_VECTORIZE = saved
 
 
 @njit(cache=True)

@@ -7,11 +7,13 @@ bitsets: ``words = ⌈n/64⌉`` ``uint64`` words, worker ``w`` is bit ``w % 64``
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 from numba import njit
 
+from gclab.sim.fast import bitsets
 from gclab.sim.kernels import ONE, ZERO, _helper
 
 _M1 = np.uint64(0x5555555555555555)
@@ -73,24 +75,6 @@ def _workers(bits: np.ndarray, out: np.ndarray) -> int:
 
 
 @_helper
-def _valid(n: int) -> np.ndarray:
-    """The bitset of workers ``0 .. n−1``."""
-    bits = np.zeros((n + 63) // 64, dtype=np.uint64)
-    for w in range(n):
-        bits[w >> 6] |= ONE << np.uint64(w & 63)
-    return bits
-
-
-@_helper
-def _largest(values: np.ndarray) -> int:
-    """``int(values.max())`` of a non-empty array, by a loop (cheaper to compile)."""
-    top = values[0]
-    for v in values:
-        top = max(top, v)
-    return int(top)
-
-
-@_helper
 def _sent(end: float, base: float, rto: float, count: int) -> int:
     """Attempts sent before ``end`` by ``count`` retransmissions that succeed at attempt 1."""
     return count * min(1, max(0, math.ceil((end - base) / rto - 1e-9)))
@@ -114,10 +98,12 @@ def _admits(marks: np.ndarray, late: np.ndarray, r: int, B: int, W: int, lam: in
 
 
 @_helper
-def _stable_order(values: np.ndarray) -> np.ndarray:
-    """``np.argsort(values, kind="stable")`` by insertion (ties keep their order): a few
-    late packets per round, and far cheaper to compile than numba's sorts."""
-    order = np.arange(values.size)
+def _stable_order(values: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` by insertion (ties keep their order), into
+    ``order``: a few late packets per round, and far cheaper to compile than numba's sorts."""
+    order = order[: values.size]
+    for i in range(values.size):
+        order[i] = i
     for i in range(1, values.size):
         k, j = order[i], i
         while j > 0 and values[order[j - 1]] > values[k]:
@@ -128,7 +114,9 @@ def _stable_order(values: np.ndarray) -> np.ndarray:
 
 
 @_helper
-def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, order, times):
+def _deliveries(
+    arrivals_r, current, previous, base, rto, workers, late_times, by_time, order, times
+):
     """Recovery events in the protocol's order; returns their number.
 
     ``previous`` (packets of earlier rounds, in ``decoder.wanted`` order) are resent and
@@ -140,7 +128,7 @@ def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, o
     late = _workers(current, workers)
     for k in range(late):
         late_times[k] = arrivals_r[workers[k]]
-    by_time = _stable_order(late_times[:late])
+    by_time = _stable_order(late_times[:late], by_time)
     arrive = base + rto
     size = 0
     k = 0
@@ -161,16 +149,60 @@ def _deliveries(arrivals_r, current, previous, base, rto, workers, late_times, o
     return size
 
 
+def sgc_state(
+    multiplexed: bool, rounds: int, n: int, jobs: int, B_of: np.ndarray, W_of: np.ndarray
+) -> tuple:
+    """The work arrays of :func:`sgc_rounds` for these settings, allocated by numpy (each
+    ``np.zeros`` a kernel calls would compile anew)."""
+    T_of = W_of - 2 + B_of if multiplexed else B_of
+    slots, words, sized = 1 + int(T_of.max()), (n + 63) // 64, int(multiplexed)
+    chunks, groups_max = (int(W_of.max()) - 1) * sized, int(B_of.max()) * sized
+    bits = functools.partial(np.zeros, dtype=np.uint64)
+    sr = (
+        bits((rounds * (1 - sized), words)),  # repeat
+        bits((jobs * (1 - sized), words)),  # have
+    )  # the other scheme's state stays empty
+    m = (
+        bits((rounds, slots * sized, words)),  # retry
+        bits((rounds, slots * sized, chunks, words)),  # chunk
+        bits((jobs, chunks, words)),  # missing
+        bits((jobs, groups_max, words)),  # d2
+        np.zeros((jobs, groups_max), dtype=np.int64),  # d2_count
+    )
+    events, ints = (slots + 1) * n, functools.partial(np.zeros, dtype=np.int64)
+    return (
+        T_of,  # delays
+        bitsets(np.ones(n, dtype=bool)),  # valid
+        sr,
+        m,
+        bits((rounds, words)),  # got
+        bits((rounds, words)),  # marks
+        np.zeros(jobs, dtype=np.bool_),  # decoded
+        bits(words),  # on_time
+        bits(words),  # current
+        bits(words),  # one
+        bits((3, words)),  # scratch
+        ints(n),  # workers
+        ints(slots * n),  # previous
+        ints(slots * n),  # previous_round
+        np.zeros(n),  # late_times
+        ints(n),  # by_time
+        ints(events),  # order
+        np.zeros(events),  # times
+    )
+
+
 @njit(cache=True)
 def sgc_rounds(
     multiplexed, arrivals, close, top, late_bits, late_count, load_of, B_of, W_of, lam_of, s_of,
-    jobs, rto_of, wait_all, ran, duration, erased, late, sent, waited, failed,
+    jobs, rto_of, wait_all, state, ran, duration, erased, late, sent, waited, failed,
 ):  # fmt: skip
     """SR-SGC (``multiplexed=False``) or M-SGC settings: the protocol's round, once.
 
-    The decoders' plans and bookkeeping are the ``_sr_*`` and ``_m_*`` helpers, on state
-    shared by both (``got``: packets received per round; ``marks``: straggler marks of
-    ``wait_all``; ``decoded`` per job) and their own:
+    ``state`` is :func:`sgc_state` of the settings. The decoders' plans and bookkeeping
+    are the ``_sr_*`` and ``_m_*`` helpers, on state shared by both (``got``: packets
+    received per round; ``marks``: straggler marks of ``wait_all``; ``decoded`` per job)
+    and their own:
 
     * SR-SGC (:class:`~gclab.coding.sgc.SRSGCDecoder`, :class:`~gclab.coding.sgc.SRSGCModel`):
       ``repeat[r]``, the workers that repeat job ``r − B`` in round ``r`` (the others
@@ -182,37 +214,13 @@ def sgc_rounds(
       Per job, ``missing[c]``: workers whose chunk ``c`` has not arrived; ``d2[g]``:
       workers whose group-``g`` result has, ``d2_count[g]`` of them.
     """
-    rounds, n = arrivals.shape[1], arrivals.shape[2]
-    valid = _valid(n)
+    n = arrivals.shape[2]
+    (
+        delays, valid, sr, m, got, marks, decoded, on_time, current, one, scratch, workers,
+        previous, previous_round, late_times, by_time, order, times,
+    ) = state  # fmt: skip
     words = valid.size
-    delays = W_of - 2 + B_of if multiplexed else B_of
-    slots = 1 + _largest(delays)
-    got = np.zeros((rounds, words), dtype=np.uint64)
-    marks = np.zeros((rounds, words), dtype=np.uint64)
-    decoded = np.zeros(jobs, dtype=np.bool_)
-    sized = 1 if multiplexed else 0  # the other scheme's state stays empty
-    sr = (
-        np.zeros((rounds * (1 - sized), words), dtype=np.uint64),  # repeat
-        np.zeros((jobs * (1 - sized), words), dtype=np.uint64),  # have
-    )
-    chunks, groups_max = (_largest(W_of) - 1) * sized, _largest(B_of) * sized
-    m = (
-        np.zeros((rounds, slots * sized, words), dtype=np.uint64),  # retry
-        np.zeros((rounds, slots * sized, chunks, words), dtype=np.uint64),  # chunk
-        np.zeros((jobs, chunks, words), dtype=np.uint64),  # missing
-        np.zeros((jobs, groups_max, words), dtype=np.uint64),  # d2
-        np.zeros((jobs, groups_max), dtype=np.int64),  # d2_count
-    )
-    on_time = np.zeros(words, dtype=np.uint64)
-    current = np.zeros(words, dtype=np.uint64)
-    one = np.zeros(words, dtype=np.uint64)
-    scratch = np.zeros((3, words), dtype=np.uint64)
-    workers = np.zeros(n, dtype=np.int64)
-    previous = np.zeros(slots * n, dtype=np.int64)
-    previous_round = np.zeros(slots * n, dtype=np.int64)
-    late_times = np.zeros(n)
-    order = np.zeros((slots + 1) * n, dtype=np.int64)
-    times = np.zeros((slots + 1) * n)
+    sized = 1 if multiplexed else 0
     for i in range(B_of.size):
         B, W, lam, load, T = B_of[i], W_of[i], lam_of[i], load_of[i], delays[i]
         rto = rto_of[i]
@@ -266,7 +274,7 @@ def sgc_rounds(
                                         previous_round, due, r)  # fmt: skip
                 size = _deliveries(
                     arrivals[load, r], current, previous[:resent], end, rto, workers, late_times,
-                    order, times,
+                    by_time, order, times,
                 )  # fmt: skip
                 base = end
                 done = False

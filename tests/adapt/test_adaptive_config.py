@@ -44,7 +44,7 @@ def sim(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedP
 
 def sim_controller(extra: list[str]):
     cfg = compose_config(["adapt=search", "sim.jobs=20", *extra], name="sim")
-    scheme, delay, network = prepare(cfg)
+    scheme, delay, network, _ = prepare(cfg)
     return controller(cfg, scheme, delay, network, cfg.sim.payload_bytes, cfg.sim.jobs, "sim.jobs")
 
 
