@@ -89,7 +89,7 @@ class RayLauncher(Launcher):
     def launch(self, job_overrides: list[list[str]], initial_job_idx: int) -> list[JobReturn]:
         import ray
 
-        from gclab.runtime.cluster import start_or_join
+        from gclab.runtime.ray_start import start_or_join
 
         assert self.config is not None and self.hydra_context is not None
         setup_globals()
