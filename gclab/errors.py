@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -14,18 +15,26 @@ class ConfigError(ValueError):
 
     Domain code knows its parameters, not where the config puts them: it names the
     parameter its sentence starts with as ``param`` (``ConfigError("s=5 needs s < n=4;
-    ...", param="s")``), and the config layer qualifies it with the node's path
-    (:func:`under`, :func:`gclab.schemas.instantiate_checked`), so that the user reads
-    the key they typed, ``scheme.s=5 needs ...``. A message without ``param`` is
-    shown as it is: it names its keys in full, or none.
+    ...", param="s")``), and any other it names as ``<name>=`` in ``also``; the config
+    layer qualifies them with the node's path (:func:`under`,
+    :func:`gclab.schemas.instantiate_checked`), so that the user reads the keys they
+    typed, ``scheme.s=2, scheme.m=3 needs ...``. A message without ``param`` is shown as
+    it is: it names its keys in full, or none.
     """
 
-    def __init__(self, message: str, *, param: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, param: str | None = None, also: tuple[str, ...] = ()
+    ) -> None:
         if param is not None and not message.startswith(param):
             raise ValueError(f"ConfigError param {param!r} must start its message {message!r}")
+        missing = [name for name in also if _named(name).search(message) is None]
+        if missing or (also and param is None):
+            raise ValueError(f"ConfigError also={also!r}: each must be named in {message!r}")
         super().__init__(message)
         #: The (dotted) parameter the message starts with, relative to the node it is read in.
         self.param = param
+        #: The other parameters the message names (``<name>=``), relative to the same node.
+        self.also = also
 
     def under(self, path: str) -> ConfigError:
         """This error read from ``path`` (a config node's dotted key, ``""`` for the root).
@@ -35,7 +44,19 @@ class ConfigError(ValueError):
         """
         if self.param is None or not path:
             return self
-        return ConfigError(f"{path}.{self}", param=f"{path}.{self.param}")
+        message = f"{path}.{self}"
+        start = len(path) + 1 + len(self.param)
+        for name in self.also:  # the first ``name=`` after the sentence's first parameter
+            found = _named(name).search(message, start)
+            assert found is not None  # checked when the error was made
+            message = f"{message[: found.start()]}{path}.{message[found.start() :]}"
+        also = tuple(f"{path}.{name}" for name in self.also)
+        return ConfigError(message, param=f"{path}.{self.param}", also=also)
+
+
+def _named(name: str) -> re.Pattern[str]:
+    """``name=`` as a whole key: not the tail of another key (``xs=``, ``a.s=``)."""
+    return re.compile(rf"(?<![\w.]){re.escape(name)}=")
 
 
 @contextmanager

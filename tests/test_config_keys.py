@@ -38,6 +38,23 @@ def test_under_qualifies_the_parameter_and_leaves_full_keys_alone() -> None:
         ConfigError("the value p=2 is invalid.", param="p")
 
 
+def test_under_qualifies_every_parameter_a_message_names() -> None:
+    """``also``: the first ``name=`` of each other parameter, whole keys only (``lam=``
+    is not ``m=``), at every level; values that repeat later stay as they are."""
+    error = ConfigError(
+        "lam=2, m=3 needs lam + m <= n but n=4; valid m for lam=2: 1, 2.", param="lam", also=("m",)
+    )
+    nested = error.under("cce").under("schemes")
+    assert str(nested) == (
+        "schemes.cce.lam=2, schemes.cce.m=3 needs lam + m <= n but n=4; valid m for lam=2: 1, 2."
+    )
+    assert (nested.param, nested.also) == ("schemes.cce.lam", ("schemes.cce.m",))
+    with pytest.raises(ValueError, match="must be named"):
+        ConfigError("s=1 needs more.", param="s", also=("m",))
+    with pytest.raises(ValueError, match="must be named"):
+        ConfigError("s=1, lam=2 needs more.", param="s", also=("m",))
+
+
 def test_under_reraises_a_domain_error_with_the_key() -> None:
     with pytest.raises(ConfigError, match=r"^network\.mu=-1 is invalid\.$"), under("network"):
         raise ConfigError("mu=-1 is invalid.", param="mu")

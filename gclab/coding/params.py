@@ -38,13 +38,16 @@ def require(
 ) -> None:
     """Raise ``"<bad> needs <constraint> but <context>; valid <label>: <valid>."`` unless ok.
 
-    ``bad`` starts with the parameter it names (``s=5``, or ``s=2, m=3``): the param.
+    ``bad`` names the parameters (``s=5``, or ``s=2, m=3``): the first is the param, the
+    others its ``also``.
     """
     if not ok:
         listed = _values(valid)
+        first, *others = [part.split("=", 1)[0] for part in bad.split(", ")]
         raise ConfigError(
             f"{bad} needs {constraint} but {context}; valid {label}: {listed}.",
-            param=bad.split("=", 1)[0],
+            param=first,
+            also=tuple(others),
         )
 
 

@@ -26,7 +26,7 @@ BAD = [
     (["adapt.schemes=[classic_cr,nope]"],
      r"adapt\.schemes has 'nope', which is not a scheme option: the options are .*\."),
     (["cluster.workers=2", "adapt.schemes=[classic_cr,cce_fr]"],
-     r"adapt\.schemes\.cce_fr\.s=1, m=3 needs s \+ m <= n but n=2; .*\."),
+     r"adapt\.schemes\.cce_fr\.s=1, adapt\.schemes\.cce_fr\.m=3 needs s \+ m <= n but n=2; .*\."),
     (["adapt.every=0"], r"adapt\.every=0 is invalid: it must be an integer >= 1\."),
     (["adapt.window=-1"], r"adapt\.window=-1 is invalid: it must be an integer >= 1\."),
     (["adapt.window=50"], LONG + r" of at most the run's jobs\."),
