@@ -238,6 +238,7 @@ def _run(
         "scheme": plan.scheme.name, "load": plan.scheme.load, "n": plan.scheme.n,
         "loss_rate": plan.protocol.delay.loss_rate, "num_jobs": plan.num_jobs,
         "time_budget": plan.time_budget, "eval_subset": cfg.train.eval_subset,
+        "payload_bytes": plan.protocol.links.payload,  # what a replay's links need
     }  # fmt: skip
     recorder = RunRecorder(
         run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),

@@ -159,8 +159,9 @@ def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
     return None
 
 
-def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
-    """The run's scheme and round protocol, as the app builds them (no data, no Ray)."""
+def build_protocol(cfg: DictConfig, payload: float = 0.0) -> tuple[Scheme, RoundProtocol]:
+    """The run's scheme and round protocol, as the app builds them (no data, no Ray), for a
+    model whose gradient has ``payload`` bytes (:func:`payload_of` a recorded run)."""
     with under("network"):
         network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     if network.clock != "virtual":
@@ -168,7 +169,22 @@ def build_protocol(cfg: DictConfig) -> tuple[Scheme, RoundProtocol]:
             f"network.clock='{network.clock}': only virtual-clock runs can be replayed."
         )
     scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
-    return scheme, RoundProtocol(network, instantiate_checked(cfg.delay), scheme.n, cfg.seed)
+    delay = instantiate_checked(cfg.delay)
+    return scheme, RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
+
+
+def payload_of(summary: dict[str, Any], rounds: list[dict[str, Any]], cfg: DictConfig) -> float:
+    """The bytes of one full gradient of a recorded run: its summary's ``payload_bytes``,
+    or for runs recorded before it, what its first round sent (``n`` first transmissions
+    and its retransmissions, each ``packet_fraction`` of the payload); 0 for runs
+    recorded before the clock charged bytes."""
+    if "payload_bytes" in summary:
+        return float(summary["payload_bytes"])
+    first = next((rec for rec in rounds if "bytes" in rec), None)
+    if first is None:
+        return 0.0
+    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    return first["bytes"] / ((scheme.n + first["retransmissions"]) * scheme.packet_fraction)
 
 
 #: Config keys a replay may change (``delay``) or that never affect the weights.
@@ -254,14 +270,15 @@ def replay_run(
     cfg = copy.deepcopy(cfg)
     with open_dict(cfg):
         cfg.pop("hydra", None)  # compose() may return it; it is no part of a run's config
-    scheme, protocol = build_protocol(cfg)
+    scheme, _ = build_protocol(cfg)
     reason = not_replayable(cfg, scheme)
     if reason is not None:
         raise ReplayError(f"the run is not replayable: {reason}.")
     summary, records = _source_records(source, cfg)
+    rounds = [rec for rec in records if rec["kind"] == "round"]
+    scheme, protocol = build_protocol(cfg, payload_of(summary, rounds, cfg))
     with under("delay"):  # as the app checks it
         protocol.delay.check(scheme.n, summary["num_jobs"] + scheme.T)
-    rounds = [rec for rec in records if rec["kind"] == "round"]
     evals = evaluated_jobs(records)
     compute = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     until = max((job for job, _ in evals), default=-1)
@@ -297,11 +314,11 @@ def retime_run(
     clocked = copy.deepcopy(cfg)
     if charge_server:
         clocked.network.server_time = MEASURED
-    scheme, protocol = build_protocol(clocked)
     if any(cfg.faults[kind] for kind in cfg.faults):
         raise ReplayError(f"{source} has injected faults (faults.*): a replay does not model them.")
     summary, records = _source_records(source, cfg)
     rounds = [rec for rec in records if rec["kind"] == "round"]
+    scheme, protocol = build_protocol(clocked, payload_of(summary, rounds, cfg))
     measured = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     scale = median_compute / float(np.median(measured))
     server = recorded_server_time(rounds) * scale

@@ -17,7 +17,14 @@ import torch
 from omegaconf import OmegaConf
 
 from gclab.app import run
-from gclab.study.replay import ReplayError, build_protocol, replay_rounds, replay_run, retime_run
+from gclab.study.replay import (
+    ReplayError,
+    build_protocol,
+    payload_of,
+    replay_rounds,
+    replay_run,
+    retime_run,
+)
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -27,6 +34,9 @@ CLASSIC = ["scheme=classic_cr", "scheme.s=1"]
 INTERLEAVED = ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2", "train.pipeline=interleaved"]
 LOSSY = ["delay=bernoulli", "delay.p=0.25"]
 BURSTS = ["delay=gilbert_elliott", "delay.loss_rate=0.4", "delay.burst_length=3"]
+#: The study's clock: links that charge bytes, bursts in seconds.
+LINKS = ["network.bandwidth=1e6", "network.server_bandwidth=4e6", "network.broadcast_bandwidth=4e6"]
+TIMED_BURSTS = ["delay=gilbert_elliott_time", "delay.loss_rate=0.3", "delay.burst_seconds=0.05"]
 
 
 def records(path: Path, kind: str) -> list[dict]:
@@ -68,20 +78,27 @@ def test_losses_change_an_exact_schemes_weights_by_rounding_at_most(tmp_path, sc
 
 
 @pytest.mark.parametrize(
-    "overrides", [[*CLASSIC, *LOSSY], [*INTERLEAVED, *BURSTS]], ids=["classic_cr", "interleaved"]
+    "overrides",
+    [[*CLASSIC, *LOSSY], [*INTERLEAVED, *BURSTS], [*CLASSIC, *LINKS, *TIMED_BURSTS]],
+    ids=["classic_cr", "interleaved", "classic_cr_links_timed_bursts"],
 )
 def test_replaying_a_lossy_run_on_its_own_compute_times_gives_its_virtual_times(
     tmp_path, overrides
 ):
-    """Round for round the replay is the run. An evaluation lands where its state was first
-    reached: in the round that applied its last job (T = 0: the evaluation's own round;
-    interleaved: a job decoded late makes a later round's evaluation belong to it)."""
+    """Round for round the replay is the run: bytes on the links included. An evaluation
+    lands where its state was first reached: in the round that applied its last job (T = 0:
+    the evaluation's own round; interleaved: a job decoded late makes a later round's
+    evaluation belong to it)."""
     summary = train([*BASE, *overrides], tmp_path / "real")
     replayed = replay_into(tmp_path / "real", [*BASE, *overrides], tmp_path / "replay")
     real, replay = records(tmp_path / "real", "round"), records(tmp_path / "replay", "round")
     assert sum(r["retransmissions"] for r in real) > 0  # losses really cost time
-    keys = ("virtual_time", "round_time", "erasures", "lost", "retransmissions", "decode_delays")
+    keys = (
+        "virtual_time", "round_time", "erasures", "lost", "retransmissions", "decode_delays",
+        "bytes",
+    )  # fmt: skip
     assert [{k: r[k] for k in keys} for r in replay] == [{k: r[k] for k in keys} for r in real]
+    assert summary["payload_bytes"] > 0  # a float32 gradient's bytes, links or not
 
     last_applied_in = {}  # round -> the round that applied the newest job applied by then
     for rec in real:
@@ -100,6 +117,19 @@ def test_replaying_a_lossy_run_on_its_own_compute_times_gives_its_virtual_times(
         ]
     assert replayed["total_virtual_time"] == summary["total_virtual_time"]
     assert replayed["extended_rounds"] == 0 and replayed["replayed_from"] == str(tmp_path / "real")
+
+
+def test_a_run_recorded_without_its_payload_is_replayed_from_the_bytes_it_sent(tmp_path):
+    """Runs recorded before ``payload_bytes`` was: their first round's bytes give it."""
+    overrides = [*BASE, *CLASSIC, *LINKS, *LOSSY]
+    summary = train(overrides, tmp_path / "real")
+    rounds = records(tmp_path / "real", "round")
+    older = {k: v for k, v in summary.items() if k != "payload_bytes"}
+    assert payload_of(older, rounds, compose_config(overrides)) == summary["payload_bytes"] > 0
+    (tmp_path / "real" / "summary.json").write_text(json.dumps(older), encoding="utf-8")
+    replay_into(tmp_path / "real", overrides, tmp_path / "replay")
+    times = [r["virtual_time"] for r in records(tmp_path / "replay", "round")]
+    assert times == [r["virtual_time"] for r in rounds]
 
 
 def test_a_lossy_run_of_an_exact_scheme_has_the_accuracy_per_job_of_the_lossless_one(tmp_path):
