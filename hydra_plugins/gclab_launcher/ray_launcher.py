@@ -153,8 +153,8 @@ class RayLauncher(Launcher):
             while len(pending) >= limit:
                 self._collect(pending, returns, jobs, configs)
             config = self.config if configs is None else configs[i]
+            given = job if configs is None else config  # its overrides, or its config
             task = remote.options(num_cpus=self._cpus(config), num_gpus=self.num_gpus)
-            given = job if configs is None else configs[i]
             ref = task.remote(shared[0], shared[2], given, shared[1], state, os.getcwd())
             pending[ref] = i
         while pending:
