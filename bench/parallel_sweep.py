@@ -3,11 +3,13 @@
 Side by side in one run of this script (serial, then parallel, for each sweep), each
 a fresh ``python -m ...`` as a user starts it, timed from start to exit (Ray's start-up
 included). A 12-job simulator sweep (``classic_cr`` at n = 256, 4 values of s x 3 straggler
-means; each job simulates 2000 jobs, about 25 s on one core) and a 4-job
+means; each job simulates 2000 jobs, 7-8 s on one core of an AMD EPYC) and a 4-job
 training sweep on synthetic data (2 schemes x 2 seeds). The results must not depend on
 the launcher: the simulator's summaries are compared byte for byte, the training runs'
-test accuracies exactly. The machine may be shared: the load average and the busiest
-other processes are printed at the start and the end.
+test accuracies exactly. What 2 cores allow for the simulator sweep is measured beside
+it: its two halves (s = 3, 11 and s = 7, 15) as two serial sweeps side by side, without
+Ray; the serial time over theirs is the ceiling. The machine may be shared: the load
+average and the busiest other processes are printed at the start and the end.
 
     python bench/parallel_sweep.py            # 2000 simulated jobs per point, 30 rounds
     python bench/parallel_sweep.py --quick    # 200 simulated jobs, 5 rounds
@@ -60,6 +62,25 @@ def sweep(module: str, overrides: list[str], out: Path) -> float:
     return time.perf_counter() - start
 
 
+def side_by_side(module: str, halves: list[list[str]], out: Path) -> float:
+    """Seconds until the last of several ``python -m module -m ...`` run at once exits."""
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", module, "-m", *half, f"hydra.sweep.dir={out}/{i}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, half in enumerate(halves)
+    ]
+    for proc in procs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{module} sweep failed:\n{err[-3000:]}")
+    return time.perf_counter() - start
+
+
 def results(out: Path, jobs: int, key: str | None) -> list:
     """Per job: the whole summary.json text, or one key of it."""
     texts = [(out / str(j) / "summary.json").read_text() for j in range(jobs)]
@@ -77,8 +98,9 @@ def main() -> None:
     print(f"# {machine()}")
     print(f"# load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"# busiest processes at the start: {busiest_processes()}")
-    print("| sweep | jobs | serial (s) | hydra/launcher=ray (s) | speed-up | same results |")
-    print("|---|---|---|---|---|---|", flush=True)
+    print("| sweep | jobs | serial (s) | hydra/launcher=ray (s) | speed-up | same results "
+          "| two halves side by side (s) | ceiling |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name, module, overrides, jobs, key in [
             ("simulator", "gclab.sim", sim, 12, None),
@@ -91,9 +113,16 @@ def main() -> None:
             same = results(Path(tmp) / f"{name}-serial", jobs, key) == results(
                 Path(tmp) / name, jobs, key
             )
+            halves, ceiling = "", ""
+            if name == "simulator":  # what 2 cores allow this sweep, without Ray
+                split = [[o for o in overrides if not o.startswith("scheme.s=")] + [f"scheme.s={s}"]
+                         for s in ("3,11", "7,15")]  # fmt: skip
+                both = side_by_side(module, split, Path(tmp) / f"{name}-halves")
+                halves, ceiling = f"{both:.1f}", f"{serial / both:.2f}"
             print(
                 f"| {name}: {' '.join(overrides)} | {jobs} | {serial:.1f} | {parallel:.1f} "
-                f"| **{serial / parallel:.2f}** | {'yes' if same else 'NO'} |",
+                f"| **{serial / parallel:.2f}** | {'yes' if same else 'NO'} | {halves} "
+                f"| {ceiling} |",
                 flush=True,
             )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
