@@ -11,19 +11,22 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from gclab.interrupts import CLUSTER_LOST
 from gclab.tracking.artifacts import load_checkpoint
-from helpers.config import TINY, compose_config
+from helpers.config import TINY
 from helpers.interrupts import (
     LONG,
     ROOT,
@@ -35,7 +38,7 @@ from helpers.interrupts import (
     wait_for_rounds,
 )
 from helpers.raycluster import ray_cluster
-from helpers.training import assert_same_weights, reference_weights
+from helpers.training import assert_same_weights
 
 pytestmark = pytest.mark.slow
 
@@ -55,14 +58,29 @@ def in_use(run_dir: Path, holder: subprocess.Popen) -> str:
     )
 
 
+#: Overrides that say where a run executes, not what it computes.
+WHERE = ("hydra.", "cluster=", "cluster.address=", "cluster.timeout=")
+
+
+@functools.cache
+def uninterrupted(args: tuple[str, ...]) -> dict[str, torch.Tensor]:
+    """The weights of the same run never interrupted, on a private Ray of this machine.
+
+    A run repeats to the bit on one machine. Plain SGD in this process is no reference
+    here: it sums other partial batches, and after 40 jobs of this model its rounding
+    has grown to 8e-3 on an AMD EPYC (2e-5 on the Intel Xeons before).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = start([*args, f"hydra.run.dir={tmp}/run"])
+        assert proc.wait(timeout=600) == 0, proc.stderr.read()[-3000:]
+        return load_checkpoint(Path(tmp) / "run" / "checkpoint.pt")["model"]
+
+
 def assert_uninterrupted(run_dir: Path, args: list[str], jobs: int = 40) -> None:
-    """Every round once and the weights of plain SGD on the same batches."""
+    """Every round once and, to the bit, the weights of the run never interrupted."""
     assert rounds(run_dir) == list(range(jobs))
-    want = reference_weights(compose_config([a for a in args if not a.startswith("hydra.")]))
     got = load_checkpoint(run_dir / "checkpoint.pt")["model"]
-    assert_same_weights(got, want)
-    diff = max(float((got[k] - want[k]).abs().max()) for k in want)
-    print(f"{run_dir.name}: max weight difference to the uninterrupted run {diff:.2e}")
+    assert_same_weights(got, uninterrupted(tuple(a for a in args if not a.startswith(WHERE))), 0)
 
 
 def test_two_runs_started_together_into_one_directory_leave_one_record(tmp_path):
