@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -44,6 +44,9 @@ from gclab.network.rounds import RecoveryError
 from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
 from gclab.runtime.watch import ClusterWatch
 from gclab.runtime.worker import WorkerReport, WorkerSpec, host_shards, start_hosts
+
+#: The weights a round's jobs are computed on: job t -> the handle of round t's broadcast.
+Weights = Mapping[int, Any]
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +88,11 @@ class Pool(Protocol):
         """Make the weights available to every worker once; the handle rounds take."""
         ...
 
-    def submit(self, r: int, state: Any, tasks: Plan) -> Round: ...
+    def submit(self, r: int, weights: Weights, tasks: Plan) -> Round:
+        """Send round ``r``: ``tasks``, each of job t on ``weights[t]`` (a handle)."""
+        ...
 
-    def refetch(self, r: int, w: int, state: Any, tasks: Plan) -> np.ndarray: ...
+    def refetch(self, r: int, w: int, weights: Weights, tasks: Plan) -> np.ndarray: ...
 
     def state_dict(self) -> dict | None: ...
 
@@ -162,10 +167,10 @@ class WorkerPool:
         """One copy of the weights in the object store, read by every actor."""
         return ray.put(state)
 
-    def submit(self, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> PendingRound:
+    def submit(self, r: int, weights: Weights, tasks: Plan) -> PendingRound:
         """Send round ``r`` to every actor; its results come back through the returned object."""
         self._await_restarts()
-        return PendingRound(self, r, state_ref, tasks)
+        return PendingRound(self, r, weights, tasks)
 
     def _await_restarts(self) -> None:
         """Let restarted actors finish ``__init__`` so they rejoin at the next round.
@@ -197,7 +202,7 @@ class WorkerPool:
             self.unusable_until[self.groups[i]], r + self.T
         )
 
-    def refetch(self, r: int, w: int, state_ref: ray.ObjectRef, tasks: Plan) -> np.ndarray:
+    def refetch(self, r: int, w: int, weights: Weights, tasks: Plan) -> np.ndarray:
         """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet).
 
         The actor gets ``startup`` seconds to come back after a restart, and the call as
@@ -213,7 +218,7 @@ class WorkerPool:
         while True:
             self._await_restarts()
             try:
-                call = self.hosts[i].run_round.remote(r, state_ref, {w: tasks[w]}, retry=True)
+                call = self.hosts[i].run_round.remote(r, weights, {w: tasks[w]}, retry=True)
                 report = ray.get(call, timeout=max(0.1, deadline - time.monotonic()))[w]
                 break
             except (*ACTOR_ERRORS, GetTimeoutError) as exc:
@@ -316,7 +321,7 @@ class PendingRound:
     The virtual clock takes them all first, with the compute times the workers measured.
     """
 
-    def __init__(self, pool: WorkerPool, r: int, state_ref: ray.ObjectRef, tasks: Plan) -> None:
+    def __init__(self, pool: WorkerPool, r: int, weights: Weights, tasks: Plan) -> None:
         self.pool = pool
         self.r = r
         #: ``time.monotonic()`` when the calls went out: the round's start on the wall clock.
@@ -324,7 +329,7 @@ class PendingRound:
         #: Actors still busy then are stuck: killed, restarted, their packets failed.
         self.deadline = self.sent + pool.timeout
         self.calls = {
-            h.run_round.remote(r, state_ref, {w: tasks[w] for w in g}): i
+            h.run_round.remote(r, weights, {w: tasks[w] for w in g}): i
             for i, (h, g) in enumerate(zip(pool.hosts, pool.groups))
         }
         self.reports: dict[int, WorkerReport] = {}

@@ -1,9 +1,10 @@
 """The parameter server: the whole distributed training loop.
 
 Per round: broadcast the weights once (``ray.put``), every actor computes and encodes
-its logical workers' tasks, the round protocol decides which packets arrive in time,
-the scheme's decoder turns them into gradients, the optimizer steps in job order, and
-the protocol charges that server work to the clock (``network.server_time``).
+its logical workers' tasks (those of job t on round t's broadcast, kept T rounds), the
+round protocol decides which packets arrive in time, the scheme's decoder turns them into
+gradients, the optimizer steps in job order, and the protocol charges that server work
+to the clock (``network.server_time``).
 The protocol takes the round's actor calls as its arrival source: with
 ``network.clock=virtual`` it waits for every actor and runs on their measured compute
 times plus the modelled delays and losses; with ``network.clock=wall`` it runs while
@@ -245,6 +246,9 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
     server = ParameterServer(plan)
     decoder = scheme.decoder(server.num_params)
     packets: dict[tuple[int, int], np.ndarray] = {}  # (round, worker), kept T+1 rounds
+    # round -> (the weights broadcast then, their handle), kept T+1 rounds: every task of
+    # job t is computed on round t's, as the SGC papers' workers keep job t's model
+    broadcasts: dict[int, tuple[np.ndarray, Any]] = {}
     # the server's work, measured as a worker's compute is (CPU time of this thread with one
     # torch thread), so other load on the machine does not inflate network.server_time
     cluster = plan.cluster
@@ -259,6 +263,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             decoder.load_state_dict(coding["decoder"])
             packets.update(coding["packets"])
             pool.load_state_dict(coding["pool"])
+            broadcasts.update({t: (a, pool.broadcast(a)) for t, a in coding["broadcasts"].items()})
     rounds = plan.num_jobs + scheme.T
     progress = tqdm(range(start, rounds), desc=scheme.describe(), unit="round", initial=start)
     done = server.next_job >= plan.num_jobs
@@ -273,22 +278,25 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
             continue
         wall_start = time.perf_counter()
-        state_ref = pool.broadcast(server.state())  # once: every worker reads this copy
+        state = server.state()
+        broadcasts[r] = state, pool.broadcast(state)  # once: every worker reads this copy
         if r < plan.num_jobs:
             server.start(r)
         tasks = decoder.plan(r)
-        calls = pool.submit(r, state_ref, tasks)
+        jobs = {t.job for worker in tasks for t in worker if t.job < plan.num_jobs}
+        weights = {job: broadcasts[job][1] for job in jobs}
+        calls = pool.submit(r, weights, tasks)
         for key in [key for key in packets if key[0] < r - scheme.T]:
             del packets[key]
+        for old in [t for t in broadcasts if t < r - scheme.T]:
+            del broadcasts[old]
 
-        def payload(
-            rr: int, w: int, r=r, state_ref=state_ref, tasks=tasks, calls=calls
-        ) -> np.ndarray:
+        def payload(rr: int, w: int, r=r, weights=weights, tasks=tasks, calls=calls) -> np.ndarray:
             if (rr, w) not in packets:
                 if rr == r and w in calls.reports and not calls.failed[w]:  # just came back
                     packets[rr, w] = calls.reports[w].packet
                 else:  # a failed packet that recovery needs
-                    packets[rr, w] = pool.refetch(rr, w, state_ref, tasks)
+                    packets[rr, w] = pool.refetch(rr, w, weights, tasks)
             return packets[rr, w]
 
         outcome = plan.protocol.run_round(r, calls, decoder, payload)
@@ -337,7 +345,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             _evaluate(r, True, plan, server, normalizer, recorder)
         last = finished or stop
         if plan.checkpoint_every and ((r + 1) % plan.checkpoint_every == 0 or last):
-            _checkpoint(r, last, recorder, server, plan, decoder, packets, pool)
+            _checkpoint(r, last, recorder, server, plan, decoder, packets, broadcasts, pool)
         if stop:
             break
     if plan.adapt is not None:
@@ -370,14 +378,16 @@ def _checkpoint(
     plan: TrainingPlan,
     decoder: Decoder,
     packets: dict[tuple[int, int], np.ndarray],
+    broadcasts: dict[int, tuple[np.ndarray, Any]],
     pool: Pool,
 ) -> None:
     """Write the checkpoint after round ``r``, with what the later rounds need to resume.
 
     That is the decoder's state, the packets recovery may still ask for (those of rounds
-    >= the oldest job not applied: ``wanted`` names no earlier round), the workers'
-    encoder states and, with ``adapt=search``, the controller's state (window and
-    switches); after the last round nothing (``coding=None``).
+    >= the oldest job not applied: ``wanted`` names no earlier round), the weights of
+    the rounds whose jobs later rounds still compute, the workers' encoder states and,
+    with ``adapt=search``, the controller's state (window and switches); after the last
+    round nothing (``coding=None``).
     """
     coding = None
     if not last:
@@ -385,7 +395,11 @@ def _checkpoint(
         if pool_state is None:
             return  # an actor did not answer in time: the previous checkpoint stays
         keep = {key: p for key, p in packets.items() if key[0] >= server.next_job}
-        coding = {"decoder": decoder.state_dict(), "packets": keep, "pool": pool_state}
+        weights = {t: a for t, (a, _) in broadcasts.items()}
+        coding = {
+            "decoder": decoder.state_dict(), "packets": keep, "pool": pool_state,
+            "broadcasts": weights,
+        }  # fmt: skip
         if plan.adapt is not None:
             coding["adapt"] = plan.adapt.state_dict()
     recorder.checkpoint(r, server, plan.protocol, coding)

@@ -110,18 +110,19 @@ class WorkerHost:
     def run_round(
         self,
         round: int,
-        state: np.ndarray,
+        weights: Mapping[int, np.ndarray],
         plans: Mapping[int, tuple[Task, ...]],
         retry: bool = False,
     ) -> dict[int, WorkerReport]:
         """Compute and encode the tasks of ``round`` for the hosted workers ``plans`` names.
 
-        ``retry`` marks a recomputation the server asked for during recovery: injected
-        faults (``faults=...``) only hit first attempts.
+        ``weights[t]`` is the state broadcast in round t: every task of job t is computed
+        on it, also in a later round (SR-SGC's redone tasks, M-SGC's later slots), as
+        the job's own weights. ``retry`` marks a recomputation the server asked for
+        during recovery: injected faults (``faults=...``) only hit first attempts.
         """
         reports = {}
         parts = self.spec.scheme.parts
-        models = state.reshape(self.spec.models, -1)  # one state vector per trained model
         for w in plans:
             fault = None if retry else self.spec.faults.at(round, w)
             if fault is not None and fault.kind == "crash":
@@ -135,10 +136,11 @@ class WorkerHost:
                 if task.job >= self.spec.num_jobs:  # drain rounds of pipelined schemes
                     partials[task] = self.zero
                     continue
-                model = task.job % len(models)  # interleaved: job t trains model t mod (T+1)
-                if model != loaded:
-                    self.flat.load_state_vector(models[model])
-                    loaded = model
+                state = weights[task.job]  # one state vector per trained model, concatenated
+                model = task.job % self.spec.models  # interleaved: job t trains model t mod (T+1)
+                if loaded is None or loaded[0] is not state or loaded[1] != model:
+                    self.flat.load_state_vector(state.reshape(self.spec.models, -1)[model])
+                    loaded = (state, model)
                 x, y = self.batches(task.job, parts[task.part])
                 loss, grad = loss_and_gradient(self.flat, x, y, self.spec.bf16)
                 partials[task] = to_host(grad)  # on a GPU: a copy to pinned memory, queued
@@ -153,8 +155,9 @@ class WorkerHost:
             seconds = self.stopwatch.stop()
             buffers = self.flat.buffer_vector().cpu().numpy() if loaded is not None else None
             reports[w] = WorkerReport(
-                round, packet, seconds, float(loss_sum), samples, buffers, loaded
-            )
+                round, packet, seconds, float(loss_sum), samples, buffers,
+                None if loaded is None else loaded[1],
+            )  # fmt: skip
         return reports
 
     def ready(self) -> int:
@@ -178,6 +181,19 @@ class RayWorkerHost(WorkerHost):
         self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
     ) -> None:
         super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
+
+    def run_round(
+        self,
+        round: int,
+        weights: Mapping[int, ray.ObjectRef],
+        plans: Mapping[int, tuple[Task, ...]],
+        retry: bool = False,
+    ) -> dict[int, WorkerReport]:
+        """:meth:`WorkerHost.run_round`, each distinct broadcast fetched once from the
+        object store."""
+        refs = list(set(weights.values()))
+        fetched = dict(zip(refs, ray.get(refs)))
+        return super().run_round(round, {j: fetched[r] for j, r in weights.items()}, plans, retry)
 
     def switch(self, scheme: Scheme, shards: Mapping[int, ray.ObjectRef]) -> None:
         """:meth:`WorkerHost.hold` the shards ``scheme`` names, fetched from the object store."""

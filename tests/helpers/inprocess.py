@@ -15,6 +15,7 @@ import numpy as np
 
 from gclab.coding.contract import Plan, Scheme
 from gclab.network.rounds import RecoveryError
+from gclab.runtime.pool import Weights
 from gclab.runtime.server import TrainingPlan
 from gclab.runtime.worker import Shard, WorkerHost, WorkerReport, WorkerSpec, host_shards
 
@@ -39,10 +40,10 @@ class InProcessPool:
     def broadcast(self, state: np.ndarray) -> np.ndarray:
         return state
 
-    def submit(self, r: int, state: np.ndarray, tasks: Plan) -> InProcessRound:
-        return InProcessRound(self, r, state, tasks)
+    def submit(self, r: int, weights: Weights, tasks: Plan) -> InProcessRound:
+        return InProcessRound(self, r, weights, tasks)
 
-    def refetch(self, r: int, w: int, state: np.ndarray, tasks: Plan) -> np.ndarray:
+    def refetch(self, r: int, w: int, weights: Weights, tasks: Plan) -> np.ndarray:
         raise RecoveryError(f"round {r}: worker {w}'s packet never failed in process.")
 
     def state_dict(self) -> dict:
@@ -68,8 +69,8 @@ class InProcessPool:
 class InProcessRound:
     """:class:`gclab.runtime.pool.PendingRound`'s interface: hosts compute when waited for."""
 
-    def __init__(self, pool: InProcessPool, r: int, state: np.ndarray, tasks: Plan) -> None:
-        self.pool, self.r, self.state, self.tasks = pool, r, state, tasks
+    def __init__(self, pool: InProcessPool, r: int, weights: Weights, tasks: Plan) -> None:
+        self.pool, self.r, self.weights, self.tasks = pool, r, weights, tasks
         self.sent = time.monotonic()
         self.todo = list(range(len(pool.hosts)))
         self.reports: dict[int, WorkerReport] = {}
@@ -82,7 +83,7 @@ class InProcessRound:
         i = self.todo.pop(0)
         group = self.pool.groups[i]
         plans = {w: self.tasks[w] for w in group}
-        self.reports.update(self.pool.hosts[i].run_round(self.r, self.state, plans))
+        self.reports.update(self.pool.hosts[i].run_round(self.r, self.weights, plans))
         return group
 
     def seconds(self, workers: np.ndarray) -> np.ndarray:

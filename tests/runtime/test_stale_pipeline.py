@@ -1,6 +1,7 @@
 """``train.pipeline=stale`` against an independent single-process reference.
 
-The run trains one model under losses that delay decoding (T = 2). The reference
+The run trains one model under losses that delay decoding (the pipelines, T = 2), or
+with a code that computes parts of job t in later rounds (SR-SGC, M-SGC). The reference
 (:func:`gclab.ml.reference.train_stale`) computes job t's gradient on the weights it
 holds when round t starts and applies decoded jobs in job order, taking the decode
 round of every job from the run's metrics.jsonl; those decode rounds are checked
@@ -64,20 +65,32 @@ def staleness(decoded: list[list[int]]) -> list[int]:
     return out
 
 
+PIPELINED_CR = ["scheme=pipelined_cr", "scheme.s=1", "scheme.T=2"]
+PIPELINED_FR = ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2"]
+#: Codes that compute tasks of job t in later rounds too: SR-SGC redoes them, M-SGC's
+#: slot m serves job r - m. They are checked without loss as well: M-SGC is stale then.
+SR_SGC = ["scheme=sr_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=1"]
+M_SGC = ["scheme=m_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=1"]
+
+
 @pytest.mark.parametrize(
     ("scheme", "loss", "rule"),
     [
-        ("pipelined_cr", BERNOULLI, "constant"),
-        ("pipelined_fr", BURSTS, "constant"),
-        pytest.param("pipelined_cr", BURSTS, "scaled", marks=pytest.mark.slow),
-        pytest.param("pipelined_fr", BERNOULLI, "scaled", marks=pytest.mark.slow),
+        (PIPELINED_CR, BERNOULLI, "constant"),
+        (PIPELINED_FR, BURSTS, "constant"),
+        (SR_SGC, BERNOULLI, "constant"),
+        (M_SGC, ["delay=none"], "constant"),
+        (M_SGC, BURSTS, "scaled"),
+        pytest.param(PIPELINED_CR, BURSTS, "scaled", marks=pytest.mark.slow),
+        pytest.param(PIPELINED_FR, BERNOULLI, "scaled", marks=pytest.mark.slow),
     ],
-    ids=["cr-bernoulli", "fr-bursts", "cr-bursts-scaled", "fr-bernoulli-scaled"],
-)
+    ids=["cr-bernoulli", "fr-bursts", "sr_sgc-bernoulli", "m_sgc-lossless",
+         "m_sgc-bursts-scaled", "cr-bursts-scaled", "fr-bernoulli-scaled"],
+)  # fmt: skip
 def test_stale_pipeline_equals_the_stale_reference(tmp_path, scheme, loss, rule):
     cfg = compose_config(
-        [*TINY, f"scheme={scheme}", "scheme.s=1", "scheme.T=2", "cluster.workers=4",
-         f"train.rounds={JOBS}", *loss, "network.policy=all", f"train.stale_lr={rule}"]
+        [*TINY, *scheme, "cluster.workers=4", f"train.rounds={JOBS}", *loss,
+         "network.policy=all", f"train.stale_lr={rule}"]
     )  # fmt: skip
     got = trained_weights(cfg, tmp_path, in_process)
     decoded = decoded_per_round(tmp_path)
