@@ -6,10 +6,10 @@ included). A 12-job simulator sweep (``classic_cr`` at n = 256, 4 values of s x 
 means; each job simulates 2000 jobs, 7-8 s on one core of an AMD EPYC) and a 4-job
 training sweep on synthetic data (2 schemes x 2 seeds). The results must not depend on
 the launcher: the simulator's summaries are compared byte for byte, the training runs'
-test accuracies exactly. What 2 cores allow for the simulator sweep is measured beside
-it: its two halves (s = 3, 11 and s = 7, 15) as two serial sweeps side by side, without
-Ray; the serial time over theirs is the ceiling. The machine may be shared: the load
-average and the busiest other processes are printed at the start and the end.
+test accuracies exactly. Beside the simulator sweep, a static split for comparison: its
+two halves (s = 3, 11 and s = 7, 15) as two serial sweeps side by side, without Ray, and
+the serial time over theirs. The machine may be shared: the load average and the busiest
+other processes are printed at the start and the end.
 
     python bench/parallel_sweep.py            # 2000 simulated jobs per point, 30 rounds
     python bench/parallel_sweep.py --quick    # 200 simulated jobs, 5 rounds
@@ -99,7 +99,7 @@ def main() -> None:
     print(f"# load average at the start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     print(f"# busiest processes at the start: {busiest_processes()}")
     print("| sweep | jobs | serial (s) | hydra/launcher=ray (s) | speed-up | same results "
-          "| two halves side by side (s) | ceiling |")  # fmt: skip
+          "| two halves side by side, no Ray (s) | their speed-up |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name, module, overrides, jobs, key in [
@@ -113,16 +113,16 @@ def main() -> None:
             same = results(Path(tmp) / f"{name}-serial", jobs, key) == results(
                 Path(tmp) / name, jobs, key
             )
-            halves, ceiling = "", ""
-            if name == "simulator":  # what 2 cores allow this sweep, without Ray
+            halves, split_speedup = "", ""
+            if name == "simulator":  # a static split, without Ray
                 split = [[o for o in overrides if not o.startswith("scheme.s=")] + [f"scheme.s={s}"]
                          for s in ("3,11", "7,15")]  # fmt: skip
                 both = side_by_side(module, split, Path(tmp) / f"{name}-halves")
-                halves, ceiling = f"{both:.1f}", f"{serial / both:.2f}"
+                halves, split_speedup = f"{both:.1f}", f"{serial / both:.2f}"
             print(
                 f"| {name}: {' '.join(overrides)} | {jobs} | {serial:.1f} | {parallel:.1f} "
                 f"| **{serial / parallel:.2f}** | {'yes' if same else 'NO'} | {halves} "
-                f"| {ceiling} |",
+                f"| {split_speedup} |",
                 flush=True,
             )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
