@@ -68,7 +68,7 @@ def uninterrupted(args: tuple[str, ...]) -> dict[str, torch.Tensor]:
 
     A run repeats to the bit on one machine. Plain SGD in this process is no reference
     here: it sums other partial batches, and after 40 jobs of this model its rounding
-    has grown to 8e-3 on an AMD EPYC (2e-5 on the Intel Xeons before).
+    has grown to 8e-3 on an AMD EPYC (within 2e-5 on the Intel Xeons before).
     """
     with tempfile.TemporaryDirectory() as tmp:
         proc = start([*args, f"hydra.run.dir={tmp}/run"])
