@@ -5,9 +5,11 @@ the seeds, the schemes, the loss settings and which replayed points to verify. E
 (scheme variant, loss setting, seed) becomes a :class:`Unit`: a real training run, or,
 with ``shortcut: true`` and a scheme whose weights per job do not depend on the losses
 (:func:`gclab.study.replay.not_replayable`), a replay of the lossless run of the same
-variant and seed. Scheme variants: each scheme with T = 0 as is; with T > 0, one per
-``pipelines`` entry, and ``pipeline=stale`` once per ``stale_lr`` entry under loss (the
-rule has no effect without loss: every job decodes in its own round).
+variant and seed. A scheme named in ``lossless_only`` runs without loss alone: an A/A
+arm that is the same algorithm as another scheme only there (``report.aa_at``). Scheme
+variants: each scheme with T = 0 as is; with T > 0, one per ``pipelines`` entry, and
+``pipeline=stale`` once per ``stale_lr`` entry under loss (the rule has no effect
+without loss: every job decodes in its own round).
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class StudySpec:
     overrides: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0])
     schemes: dict[str, list[str]] = MISSING
+    #: Schemes run only in the ``lossless`` setting (an A/A arm that is no compared scheme).
+    lossless_only: list[str] = field(default_factory=list)
     pipelines: list[Pipeline] = field(default_factory=lambda: [Pipeline.stale])
     stale_lr: list[StaleLR] = field(default_factory=lambda: [StaleLR.constant])
     losses: dict[str, list[str]] = MISSING
@@ -102,6 +106,12 @@ def _check(spec: StudySpec, path: Path) -> None:
         raise ConfigError(
             f"study spec {path}: lossless={spec.lossless!r} is not one of the losses "
             f"({', '.join(spec.losses)})."
+        )
+    strays = [label for label in spec.lossless_only if label not in spec.schemes]
+    if strays:
+        raise ConfigError(
+            f"study spec {path}: lossless_only={strays!r} names no scheme of the study "
+            f"({', '.join(spec.schemes)})."
         )
     if spec.report.band not in BANDS:
         raise ConfigError(
@@ -186,6 +196,7 @@ class Variant:
     """A scheme with its pipeline and staleness rule: one curve per loss setting."""
 
     label: str
+    scheme: str  # the spec's scheme label
     overrides: tuple[str, ...]
     replayable: bool  # its weights per job do not depend on the losses
     lossy_only: bool = False  # without loss it repeats another variant's run
@@ -198,18 +209,20 @@ def variants(spec: StudySpec) -> list[Variant]:
         cfg = compose_run(spec, overrides)
         scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
         if scheme.T == 0:
-            out.append(Variant(label, tuple(overrides), not_replayable(cfg, scheme) is None))
+            replayable = not_replayable(cfg, scheme) is None
+            out.append(Variant(label, label, tuple(overrides), replayable))
             continue
         for pipeline in spec.pipelines:
             keys = (*overrides, f"train.pipeline={pipeline.name}")
             if pipeline is Pipeline.interleaved:
                 replayable = not_replayable(compose_run(spec, keys), scheme) is None
-                out.append(Variant(f"{label}-interleaved", keys, replayable))
+                out.append(Variant(f"{label}-interleaved", label, keys, replayable))
                 continue
             for rule in spec.stale_lr:
                 out.append(
                     Variant(
                         f"{label}-stale-{rule.name}",
+                        label,
                         (*keys, f"train.stale_lr={rule.name}"),
                         replayable=False,
                         lossy_only=rule is not spec.stale_lr[0],
@@ -224,7 +237,8 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
     The order puts whole points first, so that a study stopped part-way has every seed of
     the points it has: the lossless real runs (each variant over every seed), then the
     replays of the exact variants, then the real runs under loss, loss setting by loss
-    setting (each variant over every seed). The runner starts the verification runs once
+    setting (each variant over every seed); a ``lossless_only`` scheme has no units
+    under loss. The runner starts the verification runs once
     the replays are written. Every scheme and loss setting is composed and built first:
     a bad one fails here, before any run.
     """
@@ -238,6 +252,8 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
     lossless, replays, lossy = [], [], []
     for loss, loss_keys in spec.losses.items():
         for variant in all_variants:
+            if loss != spec.lossless and variant.scheme in spec.lossless_only:
+                continue
             for seed in spec.seeds:
                 name = f"{variant.label}/{loss}/seed{seed}"
                 overrides = (*variant.overrides, *loss_keys, f"seed={seed}")

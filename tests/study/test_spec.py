@@ -78,6 +78,7 @@ lossless: none
         (["report.horizon=-1"], r"report\.horizon=-1\.0 is invalid: it must be a positive"),
         (["report.aa=[uncoded]", "report.target=0.5"], r"report\.aa=\['uncoded'\] is invalid"),
         (["report.aa=[uncoded,x]"], r"it names two groups \(an A/A pair\) and needs a report"),
+        (["lossless_only=[uncoded,classic]"], r"lossless_only=\['classic'\] names no scheme of"),
         (["report.smooth=0"], r"report\.smooth=0 is invalid: it must be a number of"),
         (["report.aa_at=:0.1"], r"report\.aa_at=':0\.1' is invalid: it must be a loss setting"),
         (["losses.x=[delay=bernoulli,delay.p=2]"], r"delay\.p=2.* must be a probability"),
@@ -92,6 +93,18 @@ def test_a_bad_spec_fails_in_one_sentence_before_any_run(tmp_path, sets, message
     with pytest.raises(ConfigError, match=message) as info:
         plan(load_spec(tmp_path / "small.yaml", sets))
     assert "\n" not in str(info.value)
+
+
+def test_a_lossless_only_scheme_runs_without_loss_alone(tmp_path):
+    (tmp_path / "small.yaml").write_text(SMALL)
+    units, _ = plan(load_spec(tmp_path / "small.yaml", ["lossless_only=[pipelined_cr]"]))
+    assert [u.name for u in units] == [
+        "uncoded/none/seed0",
+        "pipelined_cr-stale-constant/none/seed0",
+        "pipelined_cr-interleaved/none/seed0",
+        "uncoded/lossy/seed0",
+    ]
+    assert units[-1].source == "uncoded/none/seed0"
 
 
 @pytest.mark.slow
