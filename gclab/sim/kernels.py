@@ -1,27 +1,20 @@
-"""Compiled round loops of the fast parameter search (:mod:`gclab.sim.fast`).
+"""Compiled loops of the fast parameter search (:mod:`gclab.sim.fast`), and what the
+SGC kernel (:mod:`gclab.sim.sgc_kernels`) shares.
 
-Each kernel runs many settings of one scheme family through the rules of
-:mod:`gclab.network.protocol` and the family's symbolic decoder, round by round, and
-writes per-round records: what :func:`gclab.sim.engine.simulate` computes for each
-setting alone (``tests/sim/test_fast.py`` checks it setting by setting), for a lossless
-delay model (no first transmission and no first retransmission attempt lost), with the
-decoders' own plans, tie and order rules.
-
-A round's close, last arrival and late set (a bitset: ``words = ⌈n/64⌉`` ``uint64``
-words, worker ``w`` is bit ``w % 64`` of word ``w // 64``) depend on the load only, so
-:func:`round_stats` computes them once per load for every setting.
-Arguments shared by the kernels:
+The static codes' rounds are numpy (:func:`gclab.sim.fast.round_stats`); compiled here
+is the shared server link's processor sharing of every profile and round
+(:func:`fair_share_rounds`), and the SGC kernel's helpers build on :data:`_helper` and
+the bitset words ``ONE``/``ZERO``. Arguments shared with the SGC kernel:
 
 * ``arrivals[l, r, w]``: arrival of worker ``w``'s packet in round ``r`` at load ``l``;
-  ``close``, ``top``, ``late_bits``, ``late_count``: :func:`round_stats` of them;
-  ``load_of[i]``: setting ``i``'s load;
+  ``close``, ``top``, ``late_bits``, ``late_count``: :func:`gclab.sim.fast.round_stats`
+  of them (a late set is a bitset: ``words = ⌈n/64⌉`` ``uint64`` words, worker ``w`` is
+  bit ``w % 64`` of word ``w // 64``); ``load_of[i]``: setting ``i``'s load;
 * ``jobs``; ``rto_of[i]``, setting ``i``'s retransmission cycle (``network.rto`` plus
   its packet's time on the wire); ``wait_all`` (``network.recovery=wait_all``);
 * outputs ``[settings, rounds]``: ``ran`` (the round ran), ``duration``, ``erased``,
   ``late``, ``sent`` (retransmission attempts), ``waited``; ``failed[i]`` is set when
   setting ``i`` needs a recovery that cannot succeed (the engine then reports it).
-
-:mod:`gclab.sim.sgc_kernels` holds the SGC schemes' kernel, on bitsets of workers.
 
 Compiled with numba and cached on disk (``cache=True``): the first run in a fresh
 install compiles the kernels its search needs (:func:`gclab.sim.fast.load_kernels`),
@@ -70,25 +63,6 @@ def lean_compile() -> Iterator[None]:
 
 
 @njit(cache=True)
-def round_stats(arrivals, policy_all, mu, close, top, late_bits, late_count):  # fmt: skip
-    """Per load and round: the close (protocol rule 2, every packet gets through), the
-    last arrival, and the packets later than the close."""
-    for load in range(arrivals.shape[0]):
-        for r in range(arrivals.shape[1]):
-            a = arrivals[load, r]
-            last = a.max()
-            c = last if policy_all else min((1.0 + mu) * a.min(), last)
-            close[load, r] = c
-            top[load, r] = last
-            count = 0
-            for w in range(a.size):
-                if a[w] > c:
-                    late_bits[load, r, w >> 6] |= ONE << np.uint64(w & 63)
-                    count += 1
-            late_count[load, r] = count
-
-
-@njit(cache=True)
 def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
     """:func:`gclab.network.links.fair_share` (compiled) of every profile and round:
     ``sent[p, r]`` are the sending times, ``sizes[p]`` the packet bytes. Profiles of one
@@ -112,32 +86,3 @@ def _sorts(values, order) -> bool:
         if a > b or (a == b and order[i] > order[i + 1]):
             return False
     return True
-
-
-@njit(cache=True)
-def gc_rounds(
-    ordered, close, top, late_count, load_of, s_of, jobs, wait_all,
-    ran, duration, erased, late, waited,
-):  # fmt: skip
-    """Static codes deciding by ``≥ n − s`` packets (``uncoded``: ``s = 0``; ``classic_cr``).
-
-    ``ordered[l, r]`` is ``arrivals[l, r]`` sorted (numpy sorts it outside: compiling a
-    sort or ``np.partition`` costs seconds of a fresh install's first search).
-    """
-    n = ordered.shape[2]
-    for i in range(s_of.size):
-        s, load = s_of[i], load_of[i]
-        for r in range(jobs):
-            ran[i, r] = True
-            stragglers = late_count[load, r]
-            late[i, r] = stragglers
-            if stragglers <= s:  # decodable at the close; the model admits it too
-                duration[i, r] = close[load, r]
-                erased[i, r] = stragglers
-            elif wait_all:  # rejected: every packet
-                duration[i, r] = top[load, r]
-                waited[i, r] = True
-            else:  # recovery waits for the (n − s)-th arrival
-                duration[i, r] = max(close[load, r], ordered[load, r, n - s - 1])
-                erased[i, r] = s
-                waited[i, r] = True
