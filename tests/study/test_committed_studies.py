@@ -15,7 +15,7 @@ STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
     "packet_loss.yaml": "docs/study-results/archive",
     "packet_loss_v2.yaml": "docs/study-results/v2/archive",
     "packet_loss_v2_heldout.yaml": "docs/study-results/v2/heldout/archive",
-    "packet_loss_v2_sgc_weights.yaml": "docs/study-results/v2/sgc_weights/archive",
+    "packet_loss_v2_sgc.yaml": "docs/study-results/v2/sgc/archive",
 }
 
 
