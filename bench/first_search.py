@@ -3,9 +3,12 @@
 Each run is a fresh ``python -m gclab.sim`` from start to exit, on a copy of the package
 in a temporary folder (so that no compiled kernel cached next to the sources, in
 ``__pycache__``, is reused) with an empty numba cache (``NUMBA_CACHE_DIR``): *cold* is
-the first run, whose search compiles the kernels it needs; *warm* the best of the runs
-after it, which load them. Wall and CPU seconds (user + system of the command) are
-printed; the machine may be shared, so the load average is printed with them.
+the first run; *warm* the best of the runs after it (a search too small to pay for
+compiling leaves no machine code, so they interpret its kernel again:
+``gclab.sim.kernels.Tiered``); then the search's kernels are compiled into the cache
+(``load_kernels``, timed) and *compiled* is the best of the runs that load them. Wall
+and CPU seconds (user + system of the command) are printed; the machine may be shared,
+so the load average is printed with them.
 ``--rev REV`` measures a git revision's package instead of the working tree, so that
 two versions can be compared under the same load.
 
@@ -35,6 +38,11 @@ COMMAND = [
     "sim.jobs=16", "network.recovery=wait_all", "delay=trace", "delay.slope=2.2",
     f"delay.path={SHARED}/traces/lambda-sydney-cnn-w256-r20-load000.npz", "delay.base_load=0",
 ]  # fmt: skip
+#: Compiles the search's kernels into the numba cache (what a larger search would do).
+COMPILE = (
+    "from gclab.network import NetworkConfig; from gclab.sim.fast import load_kernels; "
+    "load_kernels(['sr_sgc', 'm_sgc'], NetworkConfig(recovery='wait_all'))"
+)
 
 
 def install(into: Path, rev: str | None) -> None:
@@ -51,17 +59,20 @@ def install(into: Path, rev: str | None) -> None:
 
 def timed(source: Path, cache: Path, out: Path) -> tuple[float, float, dict]:
     """``(wall s, CPU s, summary.json)`` of one search command."""
+    command = [sys.executable, "-m", "gclab.sim", *COMMAND, f"hydra.run.dir={out}"]
+    wall, cpu = seconds(command, source, cache)
+    return wall, cpu, json.loads((out / "summary.json").read_text())
+
+
+def seconds(command: list[str], source: Path, cache: Path) -> tuple[float, float]:
+    """``(wall s, CPU s)`` of a command on the installed copy and the numba cache."""
     env = {**os.environ, "PYTHONPATH": str(source), "NUMBA_CACHE_DIR": str(cache)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "gclab.sim", *COMMAND, f"hydra.run.dir={out}"],
-        cwd=source, env=env, capture_output=True, check=True,
-    )  # fmt: skip
+    subprocess.run(command, cwd=source, env=env, capture_output=True, check=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, json.loads((out / "summary.json").read_text())
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -77,19 +88,28 @@ def main() -> None:
         install(source, args.rev)
         load = os.getloadavg()[0]
         cold = timed(source, cache, Path(tmp) / "cold")
-        warm = min(
-            (timed(source, cache, Path(tmp) / f"warm{i}") for i in range(args.warm)),
-            key=lambda run: run[0],
-        )
+        warm = best_of(source, cache, Path(tmp) / "warm", args.warm)
+        compiling = seconds([sys.executable, "-c", COMPILE], source, cache)
+        compiled = best_of(source, cache, Path(tmp) / "compiled", args.warm)
         load = max(load, os.getloadavg()[0])
     print("| package | cold wall (s) | cold CPU (s) | warm wall (s) | warm CPU (s) "
-          "| search_seconds | best | load average |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+          "| search_seconds cold / warm | compiling (s) | compiled wall (s) "
+          "| search_seconds compiled | best | load average |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     best = f"{cold[2]['scheme']} {cold[2]['total_time']:.9f} s"
+    assert warm[2]["best"] == compiled[2]["best"] == cold[2]["best"], "the tiers disagree"
     print(
         f"| {args.rev or 'working tree'} | {cold[0]:.1f} | {cold[1]:.1f} | {warm[0]:.1f} "
-        f"| {warm[1]:.1f} | {warm[2]['search_seconds']:.3f} | {best} | {load:.1f} |"
+        f"| {warm[1]:.1f} | {cold[2]['search_seconds']:.3f} / {warm[2]['search_seconds']:.3f} "
+        f"| {compiling[0]:.1f} | {compiled[0]:.1f} | {compiled[2]['search_seconds']:.3f} "
+        f"| {best} | {load:.1f} |"
     )
+
+
+def best_of(source: Path, cache: Path, out: Path, runs: int) -> tuple[float, float, dict]:
+    """The fastest (by wall seconds) of ``runs`` search commands."""
+    return min((timed(source, cache, out.with_name(f"{out.name}{i}")) for i in range(runs)),
+               key=lambda run: run[0])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def _hydra_main(cfg: DictConfig) -> None:
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             if settings is None:  # start-up: search_seconds times the search alone
-                load_kernels([scheme_name(node) for node in nodes], network)
+                load_kernels([scheme_name(node) for node in nodes], network, compile_missing=False)
             start = time.perf_counter()
             trials = sorted(
                 (t for node in nodes for t in search(node, scheme.n, *args, settings)),

@@ -96,17 +96,18 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Record
 
 def _sgc(multiplexed: bool) -> Callable[..., None]:
     def run(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
-        from gclab.sim import kernels, sgc_kernels
+        from gclab.sim import sgc_kernels
 
         B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
         s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
-        state = sgc_kernels.sgc_state(multiplexed, arrivals.shape[1], arrivals.shape[2], jobs, B, W)
-        with kernels.lean_compile():
-            sgc_kernels.sgc_rounds(
-                multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
-                network.recovery == "wait_all", state, out.ran, out.duration, out.erased,
-                out.late, out.sent, out.waited, out.failed,
-            )  # fmt: skip
+        rounds, n = arrivals.shape[1:]
+        state = sgc_kernels.sgc_state(multiplexed, rounds, n, jobs, B, W)
+        sgc_kernels.sgc_rounds(
+            sgc_kernels.sgc_work(multiplexed, rounds, n, B, W),
+            multiplexed, arrivals, *stats, load_of, B, W, lam, s, jobs, cycle_of,
+            network.recovery == "wait_all", state, out.ran, out.duration, out.erased,
+            out.late, out.sent, out.waited, out.failed,
+        )  # fmt: skip
 
     return run
 
@@ -123,20 +124,29 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def load_kernels(names: Iterable[str] | None = None, network: NetworkConfig | None = None) -> None:
-    """Import numba and load the compiled kernels that the fast path of schemes ``names``
-    (default: every family) needs under ``network`` (default: all of them, the shared
-    server link's too). A fresh install compiles only these first, each once.
+def load_kernels(
+    names: Iterable[str] | None = None,
+    network: NetworkConfig | None = None,
+    compile_missing: bool = True,
+) -> None:
+    """Import numba and load the machine code of the kernels that the fast path of schemes
+    ``names`` (default: every family) needs under ``network`` (default: all of them, the
+    shared server link's too). Kernels numba has not cached compile now when
+    ``compile_missing``; otherwise they run interpreted until compiling pays
+    (:class:`gclab.sim.kernels.Tiered`).
 
     Start-up, not search: the CLI and the benchmarks call this before timing a search.
     """
+    from gclab.sim import kernels
+
     shared = network is None or network.server_bandwidth is not None
     links = NetworkConfig(server_bandwidth=1.0 if shared else None)
-    for name in FAMILIES if names is None else names:
-        family = FAMILIES.get(name)
-        if family is not None:
-            node = OmegaConf.create(family.sample)
-            fast_results(name, node, 2, [family.sample], DelayModel(), links, 1, 0, 0.0, 1.0)
+    with kernels.forced("compiled" if compile_missing else "auto"):
+        for name in FAMILIES if names is None else names:
+            family = FAMILIES.get(name)
+            if family is not None:
+                node = OmegaConf.create(family.sample)
+                fast_results(name, node, 2, [family.sample], DelayModel(), links, 1, 0, 0.0, 1.0)
 
 
 def fast_results(
@@ -213,7 +223,7 @@ def _arrivals(
     from gclab.sim import kernels
 
     out = np.empty_like(sent)
-    kernels.fair_share_rounds(sent, sizes, links.uplink, links.server, out)
+    kernels.fair_share_rounds(out.size, sent, sizes, links.uplink, links.server, out)
     return out
 
 

@@ -16,29 +16,35 @@ the bitset words ``ONE``/``ZERO``. Arguments shared with the SGC kernel:
   ``late``, ``sent`` (retransmission attempts), ``waited``; ``failed[i]`` is set when
   setting ``i`` needs a recovery that cannot succeed (the engine then reports it).
 
-Compiled with numba and cached on disk (``cache=True``): the first run in a fresh
-install compiles the kernels its search needs (:func:`gclab.sim.fast.load_kernels`),
-later runs load the machine code. Compile time is kept down by what the kernels avoid:
-numba's sorts and ``np.partition`` (numpy sorts outside, or
-:func:`gclab.sim.sgc_kernels._stable_order`),
-array-to-array slice assignments (element loops), and Python-callable wrappers of the
-helpers (:data:`_helper`).
+Compiled with numba and cached on disk (``cache=True``), and run through :class:`Tiered`:
+machine code when numba has it (compiled in this process, or cached by an earlier one),
+else the same Python function interpreted until interpreting has cost about what
+compiling would, then compiled. A fresh install's small search (the README's) compiles
+nothing; a large one, or an adaptive run's many searches, compiles once and later runs
+load the machine code. Compile time is kept down by what the kernels avoid: numba's
+sorts and ``np.partition`` (numpy sorts outside, or
+:func:`gclab.sim.sgc_kernels._stable_order`), and array-to-array slice assignments
+(element loops).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, Literal
 
 import numpy as np
 from numba import njit
-from numba.core import config
+from numba.core import config, event
+from numba.core.dispatcher import Dispatcher
+from numba.extending import register_jitable
 
 from gclab.network.links import fair_share
 
-#: Compiles a function only the kernels call: no wrappers for calls from Python, and no
-#: cache of its own (a cached kernel holds its helpers' machine code).
-_helper = njit(no_cpython_wrapper=True, no_cfunc_wrapper=True)
+#: A function the kernels call: compiled into the kernel that calls it (a cached kernel
+#: holds its helpers' machine code), and plain Python when the kernel runs interpreted.
+_helper = register_jitable
 
 _fair_share = _helper(fair_share)
 
@@ -62,12 +68,105 @@ def lean_compile() -> Iterator[None]:
         config.OPT, config.LOOP_VECTORIZE = saved
 
 
+Tier = Literal["auto", "compiled", "interpreted"]
+_tiers: list[Tier] = ["auto"]
+
+
+@contextmanager
+def forced(tier: Tier) -> Iterator[None]:
+    """Every :class:`Tiered` kernel runs as ``tier`` while this lasts (``compiled``
+    compiles when numba has no machine code): the tests check both tiers against the
+    engine, and the benchmarks time the one they measure."""
+    _tiers.append(tier)
+    try:
+        yield
+    finally:
+        _tiers.pop()
+
+
+class _Refused(Exception):
+    """A compile that :class:`Tiered` stopped before it started."""
+
+
+class _NoCompiling(event.Listener):
+    def on_start(self, event: event.Event) -> None:
+        raise _Refused
+
+    def on_end(self, event: event.Event) -> None:
+        pass
+
+
+class Tiered:
+    """A numba kernel (``cache=True``) that compiles only when compiling pays: ski rental.
+
+    A call runs the machine code when numba has it (compiled in this process, or cached on
+    disk by an earlier one and found at the process's first call); otherwise the Python
+    function, interpreted, while the work interpreted so far in this process plus the
+    call's stays below ``budget``; otherwise it compiles (at :func:`lean_compile`'s
+    settings) and runs compiled. ``budget`` is the work, in the units the caller passes,
+    that takes about as long to interpret as the kernel takes to compile (both measured
+    by ``python bench/kernel_tiers.py``), so no process spends more than about twice what
+    the better choice would have cost.
+    """
+
+    def __init__(self, kernel: Dispatcher, budget: float) -> None:
+        self.kernel = kernel
+        self.budget = budget
+        self.interpreted = 0.0  # work interpreted so far
+        self.looked_up = False  # numba's disk cache, at the process's first call
+
+    def __call__(self, work: float, *args: Any) -> Tier:
+        """Run the kernel on ``args`` (``work`` units); returns the tier that ran it."""
+        tier = _tiers[-1]
+        if tier == "auto":
+            if self.kernel.signatures or self.interpreted + work >= self.budget:
+                tier = "compiled"
+            elif not self.looked_up:
+                self.looked_up = True
+                if self.may_be_cached() and self._run_cached(args):
+                    return "compiled"
+        if tier == "compiled":
+            with lean_compile():
+                self.kernel(*args)
+            return tier
+        self.kernel.py_func(*args)
+        self.interpreted += work
+        return "interpreted"
+
+    def may_be_cached(self) -> bool:
+        """Whether numba's disk cache may hold the kernel's machine code: its index file
+        exists. numba's own lookup first sets up its compiler target (about 0.4 s), which
+        a process that only interprets never needs. The index's path is numba's private
+        attribute; where numba has none, the lookup decides."""
+        try:
+            return os.path.exists(self.kernel._cache._cache_file._index_path)
+        except AttributeError:
+            return True
+
+    def _run_cached(self, args: tuple) -> bool:
+        """Run the kernel if numba's disk cache holds its machine code, without compiling;
+        whether it ran (the lookup takes about 30 ms, so a process makes it once)."""
+        with event.install_listener("numba:compile", _NoCompiling()):
+            try:
+                self.kernel(*args)
+            except _Refused:
+                return False
+        return True
+
+
+def tiered(budget: float) -> Callable[[Dispatcher], Tiered]:
+    """Decorator: the :class:`Tiered` kernel of a ``numba.njit(cache=True)`` function."""
+    return lambda kernel: Tiered(kernel, budget)
+
+
+@tiered(budget=1.2e6)
 @njit(cache=True)
 def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
     """:func:`gclab.network.links.fair_share` (compiled) of every profile and round:
     ``sent[p, r]`` are the sending times, ``sizes[p]`` the packet bytes. Profiles of one
     round mostly order their workers alike (a load shifts every delay), so an order is
-    sorted anew only when it no longer sorts the times."""
+    sorted anew only when it no longer sorts the times. Its work (:class:`Tiered`) is
+    ``sent.size``, the flows."""
     n = sent.shape[2]
     order = np.arange(n)
     scratch = np.empty(n)

@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.extending import overload
 
 from gclab.sim.fast import bitsets
-from gclab.sim.kernels import ONE, ZERO, _helper
+from gclab.sim.kernels import ONE, ZERO, _helper, tiered
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -22,8 +23,18 @@ _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
 _H01 = np.uint64(0x0101010101010101)
 
 
-@_helper
 def _popcount(x: np.uint64) -> int:
+    """The set bits of a word: Python's own count when the kernel runs interpreted, the
+    branch-free SWAR count (:func:`_swar_popcount`) compiled."""
+    return int(x).bit_count()
+
+
+@overload(_popcount)
+def _compiled_popcount(x):
+    return _swar_popcount
+
+
+def _swar_popcount(x):  # unannotated: numba rejects the implementation with them
     x = x - ((x >> ONE) & _M1)
     x = (x & _M2) + ((x >> np.uint64(2)) & _M2)
     x = (x + (x >> np.uint64(4))) & _M4
@@ -192,6 +203,15 @@ def sgc_state(
     )
 
 
+def sgc_work(multiplexed: bool, rounds: int, n: int, B_of: np.ndarray, W_of: np.ndarray) -> float:
+    """The work of :func:`sgc_rounds` on these settings (:class:`~gclab.sim.kernels.Tiered`'s
+    units): per setting and round, one plus the bitset words its packets update (one
+    slot a round for SR-SGC, ``T + 1`` for M-SGC)."""
+    slots = W_of - 1 + B_of if multiplexed else np.ones_like(B_of)
+    return float(rounds * (1 + (n + 63) // 64 * slots).sum())
+
+
+@tiered(budget=1.5e6)
 @njit(cache=True)
 def sgc_rounds(
     multiplexed, arrivals, close, top, late_bits, late_count, load_of, B_of, W_of, lam_of, s_of,

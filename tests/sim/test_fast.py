@@ -6,11 +6,13 @@ through :func:`gclab.sim.engine.simulate` alone: summaries and every per-round a
 must be equal, in both recovery modes, on traces with heavy stragglers (recoveries,
 waits, retransmissions, skipped rounds) and with ties (integer delays: late packets
 that arrive with the retransmissions), under both collection policies, with compute
-time and latency added, and with bytes on the links and server time on the clock.
+time and latency added, and with bytes on the links and server time on the clock; with
+the kernels interpreted and compiled (:class:`gclab.sim.kernels.Tiered`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,7 @@ from gclab.network.trace import Trace
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import SimResult, simulate
 from gclab.sim.fast import fast_results
+from gclab.sim.kernels import forced
 from gclab.sim.search import grid, scheme_option, search
 
 N, JOBS = 8, 12
@@ -35,6 +38,12 @@ ARRAYS = ("index", "durations", "erasures", "lost", "late", "retransmissions", "
 ARRAYS += ("server_time", "bytes")
 #: A payload whose packets take seconds on the links below (the trace delays are ~1–5 s).
 PAYLOAD = 1e6
+
+
+@pytest.fixture(params=["interpreted", "compiled"])
+def tier(request: pytest.FixtureRequest) -> Iterator[None]:
+    with forced(request.param):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +74,7 @@ def alone(node: DictConfig, params: dict, delay: DelayModel, network: NetworkCon
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 @pytest.mark.parametrize("trace", ["heavy", "ties"])
 @pytest.mark.parametrize("name", SCHEMES)
-def test_search_equals_each_setting_alone(traces, name, trace, recovery) -> None:
+def test_search_equals_each_setting_alone(traces, name, trace, recovery, tier) -> None:
     node = scheme_option(name)
     # 12 jobs + T rounds wrap the 9 columns; without a load slope, integer delays tie with
     # the resends (close 2, resends at 2 + rto = 3)
@@ -81,7 +90,7 @@ def test_search_equals_each_setting_alone(traces, name, trace, recovery) -> None
 
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 @pytest.mark.parametrize("name", SCHEMES)
-def test_other_delay_models_policies_and_clock_terms(traces, name, recovery) -> None:
+def test_other_delay_models_policies_and_clock_terms(traces, name, recovery, tier) -> None:
     node = scheme_option(name)
     models = [
         Straggler(shift=0.5, mean=1.0, slow_workers=2),  # delays that ignore the load
@@ -98,6 +107,25 @@ def test_other_delay_models_policies_and_clock_terms(traces, name, recovery) -> 
                     result,
                     alone(node, params, delay, network, unit_time=2.0, payload_bytes=PAYLOAD),
                 )
+
+
+@pytest.mark.parametrize("name", ["sr_sgc", "m_sgc"])
+def test_the_tiers_agree_on_bitsets_of_several_words(name) -> None:
+    """At n = 130 a set of workers spans three ``uint64`` words (the highest bits too)."""
+    node, n = scheme_option(name), 130
+    delay = Straggler(shift=0.5, mean=1.0, slow_workers=40)
+    network = NetworkConfig(mu=0.2, rto=0.7, recovery="wait_all")
+    settings = grid(node, n, "wait_all")[::97]
+    assert len(settings) >= 5
+    args = (delay, network, JOBS, 1, 0.5, PAYLOAD)
+    with forced("interpreted"):
+        interpreted = fast_results(name, node, n, settings, *args)
+    with forced("compiled"):
+        compiled = fast_results(name, node, n, settings, *args)
+    assert interpreted is not None and compiled is not None
+    for got, want in zip(interpreted, compiled):
+        assert_same(got, want)
+    assert any(r.waited.any() for r in compiled)  # the straggler marks mattered
 
 
 def test_the_fast_path_steps_aside_where_it_does_not_model_the_run(traces) -> None:
@@ -131,7 +159,7 @@ LINKS = {
 @pytest.mark.parametrize("links", list(LINKS))
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 @pytest.mark.parametrize("name", SCHEMES)
-def test_bytes_and_server_time(traces, name, recovery, links) -> None:
+def test_bytes_and_server_time(traces, name, recovery, links, tier) -> None:
     """Every setting equals simulating it alone with the links limited and server time on."""
     node = scheme_option(name)
     delay = Trace(str(traces["heavy"]), slope=3.0)
