@@ -91,6 +91,7 @@ _CACHED = """
 """
 
 
+@pytest.mark.slow  # three processes
 def test_tiered_finds_machine_code_on_disk_and_never_compiles_to_look(tmp_path) -> None:
     """A process with numba's disk cache empty interprets a small call (numba compiles
     nothing); after a process that compiled, a small call runs the cached machine code."""
