@@ -5,12 +5,15 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 
 import numpy as np
 import pytest
 from numba import njit
 from numba.core import config
+from numba.core.dispatcher import Dispatcher
 
+from gclab.sim import kernels, sgc_kernels
 from gclab.sim.fast import bitsets
 from gclab.sim.kernels import Tiered, forced, lean_compile
 
@@ -106,3 +109,70 @@ def test_tiered_finds_machine_code_on_disk_and_never_compiles_to_look(tmp_path) 
     assert run("auto").split() == ["False", "interpreted", "interpreted", "0", "0", "18.0"]
     assert run("compiled").split() == ["False", "compiled", "compiled", "1", "0", "18.0"]
     assert run("auto").split() == ["True", "compiled", "compiled", "1", "1", "18.0"]
+
+
+def _callees(function: types.FunctionType) -> set[types.FunctionType]:
+    """The functions ``function`` calls by name from its module, and theirs, recursively."""
+    seen, todo = set(), [function]
+    while todo:
+        code = todo.pop()
+        for name in code.__code__.co_names:
+            callee = code.__globals__.get(name)
+            assert not isinstance(callee, Dispatcher), f"{code.__name__} calls {name}, jitted"
+            if isinstance(callee, types.FunctionType) and callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+    return seen
+
+
+@pytest.mark.parametrize("tiered", [sgc_kernels.sgc_rounds, kernels.fair_share_rounds])
+def test_interpreted_kernels_call_only_plain_python(tiered) -> None:
+    """Interpreted, a kernel must not call a numba dispatcher (which would compile it):
+    every helper is plain Python to the interpreter."""
+    helpers = {f.__name__ for f in _callees(tiered.kernel.py_func)}
+    assert {"_sorts", "fair_share"} <= helpers or {"_receive", "_popcount"} <= helpers
+
+
+def test_sgc_work_counts_a_unit_per_round_and_bitset_word_per_slot() -> None:
+    B, W = np.array([1, 2]), np.array([2, 3])
+    # SR-SGC: one slot; n = 65 is two words: (1 + 2) per setting and round
+    assert sgc_kernels.sgc_work(False, 10, 65, B, W) == 10 * (3 + 3)
+    # M-SGC: T + 1 = W - 1 + B slots (2 and 4)
+    assert sgc_kernels.sgc_work(True, 10, 64, B, W) == 10 * ((1 + 2) + (1 + 4))
+
+
+_FRESH = """
+    import sys
+    from gclab.network import NetworkConfig
+    from gclab.network.straggler import Straggler
+    from gclab.sim import kernels, sgc_kernels
+    from gclab.sim.search import scheme_option, search
+
+    tiers, run = [], kernels.Tiered.__call__
+    kernels.Tiered.__call__ = lambda self, *a: tiers.append(run(self, *a)) or tiers[-1]
+    kernel = sgc_kernels.sgc_rounds
+    delay, network = Straggler(mean=1.0, slow_workers=2), NetworkConfig(recovery="wait_all")
+    for name in ("sr_sgc", "m_sgc"):
+        search(scheme_option(name), 8, delay, network, 12, 0, 0.0, 0.0, None)
+        print(name, *sorted(set(tiers)), len(kernel.kernel.signatures), kernel.interpreted > 0)
+        tiers.clear()
+        if sys.argv[1] == "cross":  # the next search's first call crosses the budget
+            kernel.budget = kernel.interpreted + 1
+"""
+
+
+@pytest.mark.slow  # compiles the SGC loop in fresh processes
+def test_a_fresh_install_interprets_the_sgc_loop_until_the_budget_then_loads_it(tmp_path):
+    script = tmp_path / "fresh.py"
+    script.write_text(textwrap.dedent(_FRESH))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+
+    def run(budget: str) -> list[str]:
+        command = [sys.executable, str(script), budget]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        return out.stdout.splitlines()
+
+    assert run("default") == ["sr_sgc interpreted 0 True", "m_sgc interpreted 0 True"]
+    assert run("cross") == ["sr_sgc interpreted 0 True", "m_sgc compiled 1 True"]
+    # the next process finds the machine code on disk: nothing interpreted
+    assert run("default") == ["sr_sgc compiled 1 False", "m_sgc compiled 1 False"]
