@@ -43,8 +43,9 @@ from numba.extending import register_jitable
 from gclab.network.links import fair_share
 
 #: A function the kernels call: compiled into the kernel that calls it (a cached kernel
-#: holds its helpers' machine code), and plain Python when the kernel runs interpreted.
-_helper = register_jitable
+#: holds its helpers' machine code; no C wrapper of its own), and plain Python when the
+#: kernel runs interpreted.
+_helper = register_jitable(no_cfunc_wrapper=True)
 
 _fair_share = _helper(fair_share)
 
