@@ -32,7 +32,7 @@ from gclab.resumehint import stopped_sentence
 from gclab.rundir import check_run_dir, config_text
 from gclab.runlock import DirectoryInUse, release, take
 from gclab.runtime.faults import FaultConfig, Faults
-from gclab.schemas import instantiate_checked
+from gclab.schemas import instantiate_checked, instantiate_scheme
 
 if TYPE_CHECKING:
     from gclab.runtime.server import PoolFactory, TrainingPlan
@@ -113,7 +113,7 @@ def build(cfg: DictConfig):
 
     validate_train(cfg.train)
     cluster = instantiate_checked(cfg.cluster)
-    scheme = instantiate_checked(cfg.scheme, n=cluster.workers)
+    scheme = instantiate_scheme(cfg)
     batch = cfg.train.batch_size
     _check(
         batch % scheme.k == 0,

@@ -36,6 +36,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 import gclab.coding  # noqa: F401  (defines, and so registers, the built-in schemes)
 from gclab.coding.contract import SCHEMES, Scheme
+from gclab.coding.params import count
 from gclab.errors import ConfigError, under
 from gclab.network.base import DelayModel
 from gclab.network.bernoulli import Bernoulli
@@ -114,6 +115,17 @@ def instantiate_checked(node: DictConfig, **kwargs: Any) -> Any:
     """
     with under(node._get_full_key(None)):
         return _build(node, **kwargs)
+
+
+def instantiate_scheme(cfg: DictConfig) -> Scheme:
+    """The run's scheme (``cfg.scheme``) for its ``cluster.workers`` logical workers.
+
+    A scheme's ``n`` is the one parameter set outside its node, so it is checked here, as
+    the key the user typed, before the scheme is built: ``cluster.workers=0 is invalid``.
+    """
+    with under("cluster"):
+        n = count("workers", cfg.cluster.workers)
+    return instantiate_checked(cfg.scheme, n=n)
 
 
 def _build(node: DictConfig, **kwargs: Any) -> Any:

@@ -8,14 +8,19 @@ the config, and the CLI says so in one sentence naming the key, the value and th
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 import gclab.sim.config  # noqa: F401  (the simulator's schema)
 from gclab.cli import one_line
+from gclab.coding.classic import ClassicCR
 from gclab.errors import ConfigError, under
-from gclab.schemas import instantiate_checked
+from gclab.schemas import instantiate_checked, instantiate_scheme
 from helpers.config import compose_config
 
 
@@ -88,6 +93,48 @@ def test_a_domain_error_names_the_full_key(overrides: list[str], message: str) -
     with pytest.raises(ConfigError) as info:
         instantiate_checked(cfg.delay)
     assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize("workers", [0, -3])
+def test_a_bad_worker_count_names_cluster_workers_not_the_schemes_n(workers: int) -> None:
+    cfg = compose_config(["scheme=classic_cr", f"cluster.workers={workers}"])
+    with pytest.raises(ConfigError) as info:
+        instantiate_scheme(cfg)
+    assert str(info.value) == f"cluster.workers={workers} is invalid: it must be an integer >= 1."
+    with pytest.raises(ConfigError) as info:  # built directly, the scheme names its parameter
+        ClassicCR(workers, 1)
+    assert str(info.value) == f"n={workers} is invalid: it must be an integer >= 1."
+
+
+def literals(source: str) -> list[str]:
+    """The string literals of ``source`` (f-strings' literal parts too), less docstrings."""
+    tree = ast.parse(source)
+    scopes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, scopes) and node.body and isinstance(node.body[0], ast.Expr)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if id(node) not in docstrings
+    ]
+
+
+def test_coding_and_network_spell_no_config_key() -> None:
+    """The domain packages know their parameters, not where the config puts them."""
+    key = re.compile(r"\b(?:cluster|scheme|delay|network|sim|train)\.\w+=")
+    package = Path(__file__).resolve().parents[1] / "gclab"
+    found = [
+        f"{path.relative_to(package)}: {text!r}"
+        for folder in ("coding", "network")
+        for path in sorted((package / folder).rglob("*.py"))
+        for text in literals(path.read_text())
+        if key.search(text)
+    ]
+    assert found == []
 
 
 def test_a_composite_part_that_fails_the_run_check_names_the_full_key() -> None:

@@ -113,8 +113,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from gclab.coding import params
 from gclab.coding.numerics import Outputs
-from gclab.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -423,8 +423,7 @@ class Scheme(ABC):
         return f"{self.name}(n={self.n}, s={self.s}, T={self.T})"
 
     def _check_workers(self, n: int) -> None:
-        if not isinstance(n, (int, np.integer)) or n < 1:
-            raise ConfigError(f"cluster.workers={n!r} is invalid: it must be an integer >= 1.")
+        params.count("n", n)
 
 
 class StragglerModel(ABC):

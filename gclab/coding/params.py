@@ -33,6 +33,13 @@ def integer(name: str, value: object) -> int:
     return int(value)
 
 
+def count(name: str, value: object) -> int:
+    """``value`` as an int ``>= 1`` (a number of workers), or a ConfigError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name}={value!r} is invalid: it must be an integer >= 1.", param=name)
+    return int(value)
+
+
 def require(
     ok: bool, bad: str, constraint: str, context: str, label: str, valid: Iterable[int]
 ) -> None:

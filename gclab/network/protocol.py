@@ -314,7 +314,7 @@ class RoundProtocol:
         seconds = self.network.server_time
         if seconds == MEASURED:
             if measured is None:
-                raise ValueError("network.server_time=measured needs the measured seconds.")
+                raise ValueError("server_time=measured needs the measured seconds, not None.")
             seconds = measured
         seconds = float(seconds)
         self.clock += seconds

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import ray
 
+from gclab.coding import params
 from gclab.errors import ConfigError
 from gclab.runtime import devices, timing
 from gclab.runtime.devices import DeviceSetting
@@ -59,10 +60,7 @@ class Cluster:
         dashboard: bool = False,
         address: str | None = None,
     ) -> None:
-        if not isinstance(workers, int) or workers < 1:
-            raise ConfigError(
-                f"workers={workers!r} is invalid: it must be an integer >= 1.", param="workers"
-            )
+        params.count("workers", workers)
         if actors is not None and not 1 <= actors <= workers:
             raise ConfigError(
                 f"actors={actors} is invalid: it must be between 1 and "

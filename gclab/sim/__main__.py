@@ -30,7 +30,7 @@ from gclab.coding.contract import Scheme
 from gclab.errors import ConfigError, under
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery
-from gclab.schemas import instantiate_checked
+from gclab.schemas import instantiate_checked, instantiate_scheme
 from gclab.sim.engine import SimResult, check_clock, check_run, simulate
 from gclab.sim.fast import load_kernels
 from gclab.sim.search import Trial, grid, scheme_name, scheme_options, search
@@ -44,7 +44,7 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig, list[Di
     with under("network"):
         network = NetworkConfig(**OmegaConf.to_container(cfg.network))
     check_clock(network)
-    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    scheme = instantiate_scheme(cfg)
     delay = instantiate_checked(cfg.delay)
     with under("delay"):  # check_run checks the delay model against the run
         check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)

@@ -41,7 +41,7 @@ from gclab.config import Pipeline
 from gclab.errors import under
 from gclab.network import Finished, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.network.protocol import MEASURED
-from gclab.schemas import instantiate_checked
+from gclab.schemas import instantiate_checked, instantiate_scheme
 from gclab.tracking.artifacts import read_metrics
 from gclab.tracking.loggers import Logger
 from gclab.tracking.run import RunRecorder
@@ -168,7 +168,7 @@ def build_protocol(cfg: DictConfig, payload: float = 0.0) -> tuple[Scheme, Round
         raise ReplayError(
             f"network.clock='{network.clock}': only virtual-clock runs can be replayed."
         )
-    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    scheme = instantiate_scheme(cfg)
     delay = instantiate_checked(cfg.delay)
     return scheme, RoundProtocol(network, delay, scheme.n, cfg.seed, payload=payload)
 
@@ -183,7 +183,7 @@ def payload_of(summary: dict[str, Any], rounds: list[dict[str, Any]], cfg: DictC
     first = next((rec for rec in rounds if "bytes" in rec), None)
     if first is None:
         return 0.0
-    scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+    scheme = instantiate_scheme(cfg)
     return first["bytes"] / ((scheme.n + first["retransmissions"]) * scheme.packet_fraction)
 
 

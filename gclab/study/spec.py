@@ -31,7 +31,7 @@ from gclab.errors import ConfigError
 from gclab.ml.optim import StaleLR
 from gclab.report.groups import parse_setting
 from gclab.report.intervals import BANDS
-from gclab.schemas import instantiate_checked
+from gclab.schemas import instantiate_checked, instantiate_scheme
 from gclab.study.replay import not_replayable
 
 #: The packaged spec: the study of docs/study.md.
@@ -207,7 +207,7 @@ def variants(spec: StudySpec) -> list[Variant]:
     out = []
     for label, overrides in spec.schemes.items():
         cfg = compose_run(spec, overrides)
-        scheme = instantiate_checked(cfg.scheme, n=cfg.cluster.workers)
+        scheme = instantiate_scheme(cfg)
         if scheme.T == 0:
             replayable = not_replayable(cfg, scheme) is None
             out.append(Variant(label, label, tuple(overrides), replayable))

@@ -131,7 +131,7 @@ def test_ignore_stragglers_uses_first_arrivals() -> None:
         ),
         (lambda: ClassicCR(8, "2"), ["s='2'", "integer"]),
         (lambda: IgnoreStragglers(3, 3), ["s=3", "0 <= s < n", "0, 1, 2"]),
-        (lambda: ClassicCR(0, 0), ["cluster.workers=0"]),
+        (lambda: ClassicCR(0, 0), ["n=0 is invalid"]),
     ],
 )
 def test_bad_parameters_explain_themselves(make, fragments: list[str]) -> None:

@@ -242,7 +242,7 @@ def test_decode_large_n_is_accurate() -> None:
         (lambda: PipelinedCR(8, 1, 1.5), "T=1.5 is invalid"),
         (lambda: PipelinedCR(8, 8, 1), "s=8 needs 0 <= s < n"),
         (lambda: PipelinedFR(8, 2, 1), "s=2 needs (s+1) | n but n=8; valid s for n=8"),
-        (lambda: PipelinedFR(0, 0, 1), "cluster.workers=0 is invalid"),
+        (lambda: PipelinedFR(0, 0, 1), "n=0 is invalid"),
     ],
 )
 def test_bad_parameters_raise_one_sentence(make, message: str) -> None:
