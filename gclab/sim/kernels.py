@@ -29,9 +29,11 @@ sorts and ``np.partition`` (numpy sorts outside, or
 
 from __future__ import annotations
 
+import hashlib
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from types import ModuleType
 from typing import Any, Literal
 
 import numpy as np
@@ -40,14 +42,14 @@ from numba.core import config, event
 from numba.core.dispatcher import Dispatcher
 from numba.extending import register_jitable
 
-from gclab.network.links import fair_share
+from gclab.network import links
 
 #: A function the kernels call: compiled into the kernel that calls it (a cached kernel
 #: holds its helpers' machine code; no C wrapper of its own), and plain Python when the
 #: kernel runs interpreted.
 _helper = register_jitable(no_cfunc_wrapper=True)
 
-_fair_share = _helper(fair_share)
+_fair_share = _helper(links.fair_share)
 
 ONE = np.uint64(1)
 ZERO = np.uint64(0)
@@ -108,16 +110,30 @@ class Tiered:
     that takes about as long to interpret as the kernel takes to compile (both measured
     by ``python bench/kernel_tiers.py``), so no process spends more than about twice what
     the better choice would have cost.
+
+    ``sources`` are the other modules whose functions the kernel compiles in. numba keys
+    its disk cache on the kernel's own file only, so machine code cached before one of
+    them changed would still run (and disagree with the interpreted tier); a digest of
+    their files is kept beside numba's index, and at the process's first call a cache
+    whose digest differs is dropped (its index removed), so that the kernel compiles anew.
     """
 
-    def __init__(self, kernel: Dispatcher, budget: float) -> None:
+    def __init__(
+        self, kernel: Dispatcher, budget: float, sources: Sequence[ModuleType] = ()
+    ) -> None:
         self.kernel = kernel
         self.budget = budget
+        self.sources = tuple(sources)
         self.interpreted = 0.0  # work interpreted so far
         self.looked_up = False  # numba's disk cache, at the process's first call
+        self.checked = False  # the cache's sources, at the process's first call
+        self.stamped = not self.sources  # the cache's digest of them, once compiled
 
     def __call__(self, work: float, *args: Any) -> Tier:
         """Run the kernel on ``args`` (``work`` units); returns the tier that ran it."""
+        if not self.checked:
+            self.checked = True
+            self._drop_if_stale()
         tier = _tiers[-1]
         if tier == "auto":
             if self.kernel.signatures or self.interpreted + work >= self.budget:
@@ -129,6 +145,9 @@ class Tiered:
         if tier == "compiled":
             with lean_compile():
                 self.kernel(*args)
+            if not self.stamped:
+                self.stamped = True
+                self._stamp()
             return tier
         self.kernel.py_func(*args)
         self.interpreted += work
@@ -139,10 +158,52 @@ class Tiered:
         exists. numba's own lookup first sets up its compiler target (about 0.4 s), which
         a process that only interprets never needs. The index's path is numba's private
         attribute; where numba has none, the lookup decides."""
+        index = self._index_path()
+        return index is None or os.path.exists(index)
+
+    def _index_path(self) -> str | None:
+        """numba's index of the kernel's disk cache (a private attribute; ``None`` where
+        numba has none, or caches nothing)."""
         try:
-            return os.path.exists(self.kernel._cache._cache_file._index_path)
+            return self.kernel._cache._cache_file._index_path
         except AttributeError:
-            return True
+            return None
+
+    def _digest(self) -> str:
+        """The SHA-256 of the ``sources`` files."""
+        digest = hashlib.sha256()
+        for module in self.sources:
+            with open(module.__file__, "rb") as source:
+                digest.update(source.read())
+        return digest.hexdigest()
+
+    @staticmethod
+    def _recorded(index: str) -> str | None:
+        """The ``sources`` digest recorded beside numba's index, if any."""
+        try:
+            with open(f"{index}.sources") as stamp:
+                return stamp.read()
+        except OSError:
+            return None
+
+    def _drop_if_stale(self) -> None:
+        """Remove numba's cache index if it was saved for other ``sources`` than these."""
+        index = self._index_path()
+        if not self.sources or index is None or not os.path.exists(index):
+            return
+        if self._recorded(index) != self._digest():
+            with suppress(FileNotFoundError):
+                os.remove(index)
+
+    def _stamp(self) -> None:
+        """Record the ``sources`` digest beside numba's index, once the kernel is compiled
+        (numba has then saved it; a cache it cannot write has no digest either)."""
+        index = self._index_path()
+        digest = self._digest()
+        if index is None or not os.path.exists(index) or self._recorded(index) == digest:
+            return
+        with suppress(OSError), open(f"{index}.sources", "w") as stamp:
+            stamp.write(digest)
 
     def _run_cached(self, args: tuple) -> bool:
         """Run the kernel if numba's disk cache holds its machine code, without compiling;
@@ -155,12 +216,12 @@ class Tiered:
         return True
 
 
-def tiered(budget: float) -> Callable[[Dispatcher], Tiered]:
+def tiered(budget: float, sources: Sequence[ModuleType] = ()) -> Callable[[Dispatcher], Tiered]:
     """Decorator: the :class:`Tiered` kernel of a ``numba.njit(cache=True)`` function."""
-    return lambda kernel: Tiered(kernel, budget)
+    return lambda kernel: Tiered(kernel, budget, sources)
 
 
-@tiered(budget=1.2e6)
+@tiered(budget=1.2e6, sources=[links])
 @njit(cache=True)
 def fair_share_rounds(sent, sizes, uplink, server, out):  # fmt: skip
     """:func:`gclab.network.links.fair_share` (compiled) of every profile and round:

@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 from numba.extending import overload
 
+from gclab.sim import kernels
 from gclab.sim.fast import bitsets
 from gclab.sim.kernels import ONE, ZERO, _helper, tiered
 
@@ -211,7 +212,7 @@ def sgc_work(multiplexed: bool, rounds: int, n: int, B_of: np.ndarray, W_of: np.
     return float(rounds * (1 + (n + 63) // 64 * slots).sum())
 
 
-@tiered(budget=1.5e6)
+@tiered(budget=1.5e6, sources=[kernels])  # its helpers' constants ONE and ZERO
 @njit(cache=True)
 def sgc_rounds(
     multiplexed, arrivals, close, top, late_bits, late_count, load_of, B_of, W_of, lam_of, s_of,

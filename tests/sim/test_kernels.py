@@ -111,6 +111,52 @@ def test_tiered_finds_machine_code_on_disk_and_never_compiles_to_look(tmp_path) 
     assert run("auto").split() == ["True", "compiled", "compiled", "1", "1", "18.0"]
 
 
+_SOURCES = """
+    import sys
+    import numpy as np
+    from numba import njit
+    import factor
+    from gclab.sim.kernels import Tiered, forced
+
+    @njit(cache=True)
+    def scale(a):
+        a *= factor.factor()
+
+    tiered, a = Tiered(scale, budget=10, sources=[factor]), np.ones(2)
+    with forced(sys.argv[1]):
+        tier = tiered(1, a)
+    print(tier, scale.stats.cache_hits.total(), a.sum())
+"""
+
+
+@pytest.mark.slow  # four processes
+def test_a_kernel_cached_before_its_sources_changed_compiles_anew(tmp_path) -> None:
+    """numba keys its cache on the kernel's own file: a helper module that changed (here
+    the factor 3 -> 5.5) must not leave the old machine code running."""
+    (tmp_path / "scale.py").write_text(textwrap.dedent(_SOURCES))
+    helper = tmp_path / "factor.py"
+    path = os.pathsep.join([str(tmp_path), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PYTHONPATH": path}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+
+    def run(tier: str) -> list[str]:
+        command = [sys.executable, str(tmp_path / "scale.py"), tier]
+        out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        return out.stdout.split()
+
+    def factor(value: float) -> None:
+        source = "from gclab.sim.kernels import _helper\n\n@_helper\ndef factor():\n"
+        helper.write_text(f"{source}    return {value}\n")
+
+    factor(3)
+    assert run("compiled") == ["compiled", "0", "6.0"]
+    assert run("auto") == ["compiled", "1", "6.0"]  # the cache, still valid
+    factor(5.5)
+    assert run("auto") == ["interpreted", "0", "11.0"]  # the stale cache is dropped
+    assert run("compiled") == ["compiled", "0", "11.0"]  # compiled anew, not loaded
+    assert run("auto") == ["compiled", "1", "11.0"]  # and cached for the new source
+
+
 def _callees(function: types.FunctionType) -> set[types.FunctionType]:
     """The functions ``function`` calls by name from its module, and theirs, recursively."""
     seen, todo = set(), [function]
