@@ -18,12 +18,13 @@ the bitset words ``ONE``/``ZERO``. Arguments shared with the SGC kernel:
 
 Compiled with numba and cached on disk (``cache=True``), and run through :class:`Tiered`:
 machine code when numba has it (compiled in this process, or cached by an earlier one),
-else the same Python function interpreted until interpreting has cost about what
-compiling would, then compiled. A fresh install's small search (the README's) compiles
-nothing; a large one, or an adaptive run's many searches, compiles once and later runs
-load the machine code. Compile time is kept down by what the kernels avoid: numba's
-sorts and ``np.partition`` (numpy sorts outside, or
-:func:`gclab.sim.sgc_kernels._stable_order`), and array-to-array slice assignments
+else the same Python function interpreted until interpreting (counted across runs) has
+cost about what compiling would, then compiled. A fresh install's small search (the
+README's) compiles nothing, and neither do the next few runs like it; the run that
+brings their interpreted work to the budget, a large search, or an adaptive run's many
+searches, compiles once, and later runs load the machine code. Compile time is kept
+down by what the kernels avoid: numba's sorts and ``np.partition`` (numpy sorts outside,
+or :func:`gclab.sim.sgc_kernels._stable_order`), and array-to-array slice assignments
 (element loops).
 """
 
@@ -104,18 +105,21 @@ class Tiered:
 
     A call runs the machine code when numba has it (compiled in this process, or cached on
     disk by an earlier one and found at the process's first call); otherwise the Python
-    function, interpreted, while the work interpreted so far in this process plus the
-    call's stays below ``budget``; otherwise it compiles (at :func:`lean_compile`'s
-    settings) and runs compiled. ``budget`` is the work, in the units the caller passes,
-    that takes about as long to interpret as the kernel takes to compile (both measured
-    by ``python bench/kernel_tiers.py``), so no process spends more than about twice what
-    the better choice would have cost.
+    function, interpreted, while the work interpreted so far plus the call's stays below
+    ``budget``; otherwise it compiles (at :func:`lean_compile`'s settings) and runs
+    compiled. ``budget`` is the work, in the units the caller passes, that takes about as
+    long to interpret as the kernel takes to compile (both measured by ``python
+    bench/kernel_tiers.py``). The work interpreted is counted across processes, beside
+    numba's cache (``<index>.interpreted``), so that a search too small to compile in one
+    run compiles once its runs have interpreted the budget, and no sequence of runs
+    spends more than about twice what the better choice would have cost.
 
     ``sources`` are the other modules whose functions the kernel compiles in. numba keys
     its disk cache on the kernel's own file only, so machine code cached before one of
     them changed would still run (and disagree with the interpreted tier); a digest of
-    their files is kept beside numba's index, and at the process's first call a cache
-    whose digest differs is dropped (its index removed), so that the kernel compiles anew.
+    their files is kept beside numba's index (``<index>.sources``), and at the process's
+    first call a cache whose digest differs is dropped (its index removed), so that the
+    kernel compiles anew.
     """
 
     def __init__(
@@ -124,16 +128,17 @@ class Tiered:
         self.kernel = kernel
         self.budget = budget
         self.sources = tuple(sources)
-        self.interpreted = 0.0  # work interpreted so far
+        self.interpreted = 0.0  # work interpreted so far (read from disk at the first call)
         self.looked_up = False  # numba's disk cache, at the process's first call
-        self.checked = False  # the cache's sources, at the process's first call
-        self.stamped = not self.sources  # the cache's digest of them, once compiled
+        self.checked = False  # the cache's sources and interpreted work, at the first call
+        self.stamped = False  # the cache's records updated once this process compiled
 
     def __call__(self, work: float, *args: Any) -> Tier:
         """Run the kernel on ``args`` (``work`` units); returns the tier that ran it."""
         if not self.checked:
             self.checked = True
             self._drop_if_stale()
+            self.interpreted += self._interpreted_before()
         tier = _tiers[-1]
         if tier == "auto":
             if self.kernel.signatures or self.interpreted + work >= self.budget:
@@ -151,6 +156,7 @@ class Tiered:
             return tier
         self.kernel.py_func(*args)
         self.interpreted += work
+        self._write("interpreted", repr(self.interpreted))
         return "interpreted"
 
     def may_be_cached(self) -> bool:
@@ -163,11 +169,42 @@ class Tiered:
 
     def _index_path(self) -> str | None:
         """numba's index of the kernel's disk cache (a private attribute; ``None`` where
-        numba has none, or caches nothing)."""
+        numba has none, or caches nothing: then nothing is kept beside it either)."""
         try:
             return self.kernel._cache._cache_file._index_path
         except AttributeError:
             return None
+
+    def _read(self, record: str) -> str | None:
+        """The ``record`` kept beside numba's index (``sources``, ``interpreted``), if any."""
+        index = self._index_path()
+        if index is None:
+            return None
+        try:
+            with open(f"{index}.{record}") as file:
+                return file.read()
+        except OSError:
+            return None
+
+    def _write(self, record: str, text: str | None) -> None:
+        """Keep ``text`` as ``record`` beside numba's index (``None``: remove it); a cache
+        folder numba cannot write keeps nothing."""
+        index = self._index_path()
+        if index is None:
+            return
+        with suppress(OSError):
+            if text is None:
+                os.remove(f"{index}.{record}")
+                return
+            with open(f"{index}.{record}", "w") as file:
+                file.write(text)
+
+    def _interpreted_before(self) -> float:
+        """The work that earlier processes interpreted since the kernel was last compiled."""
+        try:
+            return float(self._read("interpreted") or 0.0)
+        except ValueError:  # a record cut short by another process writing it
+            return 0.0
 
     def _digest(self) -> str:
         """The SHA-256 of the ``sources`` files."""
@@ -177,33 +214,27 @@ class Tiered:
                 digest.update(source.read())
         return digest.hexdigest()
 
-    @staticmethod
-    def _recorded(index: str) -> str | None:
-        """The ``sources`` digest recorded beside numba's index, if any."""
-        try:
-            with open(f"{index}.sources") as stamp:
-                return stamp.read()
-        except OSError:
-            return None
-
     def _drop_if_stale(self) -> None:
-        """Remove numba's cache index if it was saved for other ``sources`` than these."""
+        """Remove numba's cache index, and the work counted towards it, if it was saved
+        for other ``sources`` than these."""
         index = self._index_path()
         if not self.sources or index is None or not os.path.exists(index):
             return
-        if self._recorded(index) != self._digest():
+        if self._read("sources") != self._digest():
             with suppress(FileNotFoundError):
                 os.remove(index)
+            self._write("interpreted", None)
 
     def _stamp(self) -> None:
-        """Record the ``sources`` digest beside numba's index, once the kernel is compiled
-        (numba has then saved it; a cache it cannot write has no digest either)."""
+        """Once this process has compiled (numba has then saved the kernel): the
+        ``sources`` digest is recorded and the interpreted work, paid off, is cleared."""
         index = self._index_path()
-        digest = self._digest()
-        if index is None or not os.path.exists(index) or self._recorded(index) == digest:
+        if index is None or not os.path.exists(index):  # numba could not save it
             return
-        with suppress(OSError), open(f"{index}.sources", "w") as stamp:
-            stamp.write(digest)
+        if self.sources and self._read("sources") != (digest := self._digest()):
+            self._write("sources", digest)
+        if self._read("interpreted") is not None:
+            self._write("interpreted", None)
 
     def _run_cached(self, args: tuple) -> bool:
         """Run the kernel if numba's disk cache holds its machine code, without compiling;

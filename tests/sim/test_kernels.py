@@ -111,6 +111,45 @@ def test_tiered_finds_machine_code_on_disk_and_never_compiles_to_look(tmp_path) 
     assert run("auto").split() == ["True", "compiled", "compiled", "1", "1", "18.0"]
 
 
+_RENTED = """
+    import os
+    import numpy as np
+    from numba import njit
+    from gclab.sim.kernels import Tiered
+
+    @njit(cache=True)
+    def halve(a):
+        a /= 2
+
+    tiered, a = Tiered(halve, budget=10), np.ones(2)
+    tier = tiered(4, a)
+    kept = os.path.exists(tiered.kernel._cache._cache_file._index_path + ".interpreted")
+    print(tier, tiered.interpreted, halve.stats.cache_hits.total(), kept)
+"""
+
+
+@pytest.mark.slow  # four processes
+def test_runs_too_small_to_compile_alone_compile_once_together_they_reach_the_budget(
+    tmp_path,
+) -> None:
+    """The work interpreted is counted across processes: runs of 4 units against a
+    budget of 10 interpret twice, then the third compiles and the fourth loads it."""
+    script = tmp_path / "rented.py"
+    script.write_text(textwrap.dedent(_RENTED))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+
+    def run() -> list[str]:
+        command = [sys.executable, str(script)]
+        return subprocess.run(
+            command, env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    assert run() == ["interpreted", "4.0", "0", "True"]
+    assert run() == ["interpreted", "8.0", "0", "True"]
+    assert run() == ["compiled", "8.0", "0", "False"]  # 8 + 4 reaches 10; paid off
+    assert run() == ["compiled", "0.0", "1", "False"]  # the machine code on disk
+
+
 _SOURCES = """
     import sys
     import numpy as np
