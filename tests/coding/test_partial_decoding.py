@@ -103,3 +103,17 @@ def test_schemes_across_rounds_refuse_partial_in_one_sentence(name: str, overrid
     message = str(error.value)
     assert "\n" not in message and message.endswith(".") and name in message
     check_recovery(scheme, NetworkConfig(recovery="decodable"))  # the others stay open
+
+
+def test_every_scheme_implements_partial_decoding_exactly_when_it_declares_it() -> None:
+    """``Scheme.partial`` gates ``network.recovery=partial``; it must match the decoder."""
+    from gclab.coding.contract import SCHEMES, Decoder
+
+    for name, cls in SCHEMES.items():
+        scheme = cls(8)
+        decoder = scheme.decoder()
+        implemented = type(decoder).decode_partial is not Decoder.decode_partial
+        assert implemented == scheme.partial, name
+        if not scheme.partial:  # reached only past check_recovery: a bug, named as such
+            with pytest.raises(NotImplementedError, match="has no partial decoding"):
+                decoder.decode_partial(0)
