@@ -110,7 +110,8 @@ class Tiered:
     compiled. ``budget`` is the work, in the units the caller passes, that takes about as
     long to interpret as the kernel takes to compile (both measured by ``python
     bench/kernel_tiers.py``). The work interpreted is counted across processes, beside
-    numba's cache (``<index>.interpreted``), so that a search too small to compile in one
+    numba's cache (``<index>.interpreted``, a line appended per call, so that processes
+    running at once each add theirs), so that a search too small to compile in one
     run compiles once its runs have interpreted the budget, and no sequence of runs
     spends more than about twice what the better choice would have cost.
 
@@ -156,7 +157,7 @@ class Tiered:
             return tier
         self.kernel.py_func(*args)
         self.interpreted += work
-        self._write("interpreted", repr(self.interpreted))
+        self._append("interpreted", f"{work!r}\n")
         return "interpreted"
 
     def may_be_cached(self) -> bool:
@@ -199,12 +200,24 @@ class Tiered:
             with open(f"{index}.{record}", "w") as file:
                 file.write(text)
 
+    def _append(self, record: str, line: str) -> None:
+        """Append ``line`` to ``record`` beside numba's index. One short ``O_APPEND`` write
+        per line, so processes interpreting at once (a parallel sweep's jobs) each add their
+        own work and none overwrites another's."""
+        index = self._index_path()
+        if index is None:
+            return
+        with suppress(OSError), open(f"{index}.{record}", "a") as file:
+            file.write(line)
+
     def _interpreted_before(self) -> float:
-        """The work that earlier processes interpreted since the kernel was last compiled."""
-        try:
-            return float(self._read("interpreted") or 0.0)
-        except ValueError:  # a record cut short by another process writing it
-            return 0.0
+        """The work that other processes interpreted since the kernel was last compiled:
+        the sum of the lines they appended (an unreadable line counts nothing)."""
+        total = 0.0
+        for line in (self._read("interpreted") or "").splitlines():
+            with suppress(ValueError):
+                total += float(line)
+        return total
 
     def _digest(self) -> str:
         """The SHA-256 of the ``sources`` files."""

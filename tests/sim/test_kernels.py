@@ -150,6 +150,34 @@ def test_runs_too_small_to_compile_alone_compile_once_together_they_reach_the_bu
     assert run() == ["compiled", "0.0", "1", "False"]  # the machine code on disk
 
 
+_CONCURRENT = """
+    import numpy as np
+    from numba import njit
+    from gclab.sim.kernels import Tiered
+
+    @njit(cache=True)
+    def negate(a):
+        a *= -1
+
+    first, second, a = Tiered(negate, budget=100), Tiered(negate, budget=100), np.ones(2)
+    tiers = [first(1, a), second(2, a), first(4, a)]  # the first's count misses the second's 2
+    print(*tiers, first.interpreted, second.interpreted, Tiered(negate, 100)._interpreted_before())
+"""
+
+
+@pytest.mark.slow  # a process with numba's cache of its own
+def test_processes_interpreting_at_once_each_add_their_work_to_the_count(tmp_path) -> None:
+    """Two counters of one kernel stand for two processes of a parallel sweep,
+    interleaved: the first read the count before the second added its 2, and the next
+    run still sees all 7 units (writing each process's total kept the last writer's 5)."""
+    script = tmp_path / "concurrent.py"
+    script.write_text(textwrap.dedent(_CONCURRENT))
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    command = [sys.executable, str(script)]
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["interpreted"] * 3 + ["5.0", "3.0", "7.0"]
+
+
 _SOURCES = """
     import sys
     import numpy as np
