@@ -98,10 +98,51 @@ def validate_train(train: DictConfig) -> None:
         "virtual seconds > 0 (or null for no budget).",
     )
     _check(
+        not train.confirm_target or (train.target_accuracy is not None and train.eval_every > 0),
+        "train.confirm_target=true needs a train.target_accuracy and train.eval_every > 0 "
+        f"(got target_accuracy={train.target_accuracy}, eval_every={train.eval_every}).",
+    )
+    _check(
         train.eval_subset is None or train.eval_subset >= 1,
         f"train.eval_subset={train.eval_subset} is invalid: it must be a number of test "
         "images >= 1 (or null for the whole test set).",
     )
+
+
+def interleaving(train: DictConfig, T: int) -> tuple[int, list[float]]:
+    """The models a run trains and each one's learning rate, from ``train.pipeline``,
+    ``train.models`` and ``train.lrs`` for a scheme with delay ``T``.
+
+    ``stale`` trains one model. ``interleaved`` trains ``train.models`` (default T+1) in
+    turn, job t on model t mod M: each is exact SGD only if its previous job is applied
+    before its next starts, i.e. M >= T+1. ``train.lrs`` gives one rate per model.
+    """
+    if train.pipeline is Pipeline.stale:
+        _check(
+            train.models in (None, 1),
+            f"train.models={train.models} needs train.pipeline=interleaved (a stale "
+            "pipeline trains one model); set train.pipeline=interleaved or train.models=null.",
+        )
+        models = 1
+    else:
+        models = T + 1 if train.models is None else train.models
+        _check(
+            models >= T + 1,
+            f"train.models={train.models} is invalid for a scheme with T={T}: interleaved "
+            f"models are exact SGD only if there are at least T+1={T + 1} of them (a model's "
+            "previous job must be applied before its next starts).",
+        )
+    lrs = [train.lr] * models if train.lrs is None else list(train.lrs)
+    _check(
+        len(lrs) == models,
+        f"train.lrs={list(lrs)} names {len(lrs)} learning rates for {models} model(s); give "
+        f"one per model ({models}), or null for train.lr each.",
+    )
+    _check(
+        all(0 < lr < math.inf for lr in lrs),
+        f"train.lrs={list(lrs)} is invalid: every learning rate must be a finite number > 0.",
+    )
+    return models, lrs
 
 
 def build(cfg: DictConfig):
@@ -167,11 +208,13 @@ def build(cfg: DictConfig):
     if adaptive is not None:
         require_static(adaptive.nodes, scheme.n)
 
-    def build_optimizer(flat):
+    models, lrs = interleaving(cfg.train, scheme.T)
+
+    def build_optimizer(flat, lr: float | None = None):
         t = cfg.train
         return make_optimizer(
-            flat.model.parameters(), t.lr, t.momentum, t.nesterov, t.weight_decay,
-            t.schedule, jobs,
+            flat.model.parameters(), t.lr if lr is None else lr, t.momentum, t.nesterov,
+            t.weight_decay, t.schedule, jobs,
         )  # fmt: skip
 
     plan = TrainingPlan(
@@ -192,7 +235,9 @@ def build(cfg: DictConfig):
         protocol=protocol,
         faults=Faults.parse(FaultConfig(**OmegaConf.to_container(cfg.faults)), scheme.n),
         resume=cfg.resume,
-        models=scheme.T + 1 if cfg.train.pipeline is Pipeline.interleaved else 1,
+        models=models,
+        lrs=lrs,
+        confirm_target=cfg.train.confirm_target,
         stale_lr=cfg.train.stale_lr,
         adapt=adaptive,
     )
@@ -231,6 +276,7 @@ def _run(
     start_pool: PoolFactory | None,
 ) -> dict:
     from gclab.runtime.server import train
+    from gclab.tracking.provenance import code_version
     from gclab.tracking.run import RunRecorder
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -239,6 +285,7 @@ def _run(
         "loss_rate": plan.protocol.delay.loss_rate, "num_jobs": plan.num_jobs,
         "time_budget": plan.time_budget, "eval_subset": cfg.train.eval_subset,
         "payload_bytes": plan.protocol.links.payload,  # what a replay's links need
+        "models": plan.models, "commit": code_version(),
     }  # fmt: skip
     recorder = RunRecorder(
         run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),

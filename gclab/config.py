@@ -32,7 +32,7 @@ class Pipeline(Enum):
     """How jobs of a scheme with T > 0 map to models (docs/design.md, architecture)."""
 
     stale = "stale"  # one model; job t uses the newest weights (staleness <= T)
-    interleaved = "interleaved"  # T+1 models round-robin, each exact synchronous SGD
+    interleaved = "interleaved"  # train.models (>= T+1) models in turn, each exact SGD
 
 
 @dataclass
@@ -53,6 +53,13 @@ class TrainConfig:
     checkpoint_every: int = 100  # rounds between checkpoints (and at the end); 0 = never
     pipeline: Pipeline = Pipeline.stale
     stale_lr: StaleLR = StaleLR.constant  # weight of a gradient tau updates stale: 1 or 1/(1+tau)
+    # pipeline=interleaved: models trained in turn, job t on model t mod models (null: T+1);
+    # any scheme takes them in turn, so every arm of a comparison trains the same models
+    models: int | None = None
+    lrs: list[float] | None = None  # one learning rate per model (null: train.lr for each)
+    # a periodic evaluation on eval_subset at or above the target is repeated on the whole
+    # test set at once, and only whole-set evaluations mark the target reached
+    confirm_target: bool = False
 
 
 @dataclass

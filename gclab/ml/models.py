@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
 from gclab.errors import ConfigError
+
+
+def init_seed(seed: int, model: int) -> int:
+    """The torch seed of model ``model``'s initial weights in a run with ``seed``: the seed
+    itself for model 0 (a one-model run), a seed derived from both for the others, so
+    interleaved models start apart."""
+    if model == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed), int(model)]).generate_state(1, np.uint64)[0])
 
 
 class SmallCNN(nn.Module):

@@ -26,6 +26,17 @@ SLOW = 5
 SOJOURN = 6
 
 
+def stream_seed(seed: int, stream: int) -> int:
+    """The seed of a run's delay and loss draws: ``seed`` itself for stream 0, else a
+    64-bit seed derived from ``(seed, stream)``. Runs that differ only in the stream
+    (``network.stream``) share batches and initial weights but see other delays and
+    losses: an A/A replicate of one arm."""
+    if stream == 0:
+        return int(seed)
+    state = np.random.SeedSequence([int(seed), int(stream)]).generate_state(1, np.uint64)
+    return int(state[0])
+
+
 def generator(*key: int) -> np.random.Generator:
     """A generator seeded by a tuple of non-negative integers (seed first)."""
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))

@@ -76,6 +76,7 @@ from gclab.coding.contract import Decoder, Scheme, StragglerModel
 from gclab.errors import ConfigError
 from gclab.network.base import DelayModel
 from gclab.network.clock import ArrivalSource, Clock, VirtualClock, WallClock
+from gclab.network.draws import stream_seed
 from gclab.network.links import Links
 from gclab.network.rounds import Payload, Pursuit, RoundPackets
 
@@ -136,6 +137,10 @@ class NetworkConfig:
     #: The server's work per round (decode, optimizer step) on the clock, after the round:
     #: ``measured`` (training only: the round's measured decode and step) or seconds.
     server_time: Any = 0.0
+    #: The random stream of the delay and loss draws (:func:`gclab.network.draws.stream_seed`):
+    #: runs that differ only in it train on the same batches from the same weights under
+    #: other delays and losses, an A/A replicate of one arm.
+    stream: int = 0
 
     def __post_init__(self) -> None:
         self.policy, self.clock = Policy(self.policy), ClockName(self.clock)
@@ -156,6 +161,12 @@ class NetworkConfig:
                     "or null (unlimited).",
                     param=name,
                 )
+        if isinstance(self.stream, bool) or not isinstance(self.stream, int) or self.stream < 0:
+            raise ConfigError(
+                f"stream={self.stream!r} is invalid: it must be an integer >= 0 (0: the "
+                "seed's own draws).",
+                param="stream",
+            )
         value = self.server_time
         if value != MEASURED and not (_finite(value) and value >= 0):
             raise ConfigError(
@@ -265,7 +276,8 @@ class RoundProtocol:
         self.network = network
         self.delay = delay
         self.n = int(n)
-        self.seed = int(seed)
+        #: The seed of the delay and loss draws: the run's seed on ``network.stream``.
+        self.seed = stream_seed(int(seed), network.stream)
         #: Makes each round's timeline (:data:`gclab.network.clock.Clock`).
         self.timer = CLOCKS[network.clock] if clock is None else clock
         #: What bytes cost (:mod:`gclab.network.links`).

@@ -33,6 +33,7 @@ from gclab.errors import under
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
+from gclab.ml.models import init_seed
 from gclab.ml.optim import StaleLR, stale_weight
 from gclab.network.protocol import RoundProtocol
 from gclab.runtime.cluster import Cluster
@@ -68,8 +69,12 @@ class TrainingPlan:
     protocol: RoundProtocol
     faults: Faults
     resume: bool
-    models: int  # 1 (pipeline=stale) or T+1 (pipeline=interleaved)
+    models: int  # 1 (pipeline=stale) or train.models (pipeline=interleaved, >= T+1)
     stale_lr: StaleLR  # weight of a stale gradient
+    lrs: list[float] | None = None  # each model's learning rate (None: the optimizer's own)
+    #: a subset evaluation at or above the target is repeated on the whole test set, and
+    #: only whole-set evaluations mark the target reached (train.confirm_target)
+    confirm_target: bool = False
     #: re-chooses the scheme online (adapt=search, gclab/adapt/decide.py); None: adapt=off
     adapt: Any = None
 
@@ -78,9 +83,10 @@ class ParameterServer:
     """Holds the model(s) and optimizers; applies decoded gradients strictly in job order.
 
     ``pipeline=stale`` trains one model: job t is computed on the newest weights, so its
-    gradient is up to T steps stale. ``pipeline=interleaved`` trains T+1 models from the
-    same initial weights, job t on model t mod (T+1): each model then gets exact
-    synchronous SGD on its own jobs (its previous job is due before its next starts).
+    gradient is up to T steps stale. ``pipeline=interleaved`` trains M >= T+1 models,
+    model i from the initial weights of :func:`~gclab.ml.models.init_seed` at its own
+    learning rate, job t on model t mod M: each model then gets exact synchronous SGD on
+    its own jobs (its previous job is due before its next starts).
 
     A job's *staleness* is the number of updates its model received between the round
     that computed its gradient (:meth:`start`) and the update that applies it: at most
@@ -93,10 +99,11 @@ class ParameterServer:
         self.device = torch.device(plan.cluster.server_device)
         self.models: list[FlatModel] = []
         self.optimizers, self.schedulers = [], []
-        for _ in range(plan.models):
-            torch.manual_seed(plan.seed)  # every model starts from the same weights
+        lrs = plan.lrs or [None] * plan.models
+        for i in range(plan.models):
+            torch.manual_seed(init_seed(plan.seed, i))
             flat = FlatModel(instantiate(plan.model_cfg).to(self.device))
-            optimizer, scheduler = plan.build_optimizer(flat)
+            optimizer, scheduler = plan.build_optimizer(flat, lrs[i])
             self.models.append(flat)
             self.optimizers.append(optimizer)
             self.schedulers.append(scheduler)
@@ -185,9 +192,9 @@ class ParameterServer:
 
     def evaluate(
         self, data: ImageData, normalizer: Normalizer, subset: torch.Tensor | None = None
-    ) -> tuple[float, float]:
-        """Test accuracy and loss, averaged over the models (one model: its own), on the
-        test images ``subset`` indexes (None: all).
+    ) -> list[tuple[float, float]]:
+        """Each model's test accuracy and loss on the test images ``subset`` indexes
+        (None: all).
 
         On every core this process may use: the workers wait for the evaluation, and a
         CPU forward pass gives the numbers of one thread (tests/runtime/test_server.py).
@@ -198,10 +205,9 @@ class ParameterServer:
             x, y = data.test_x, data.test_y
             if subset is not None:
                 x, y = x[subset], y[subset]
-            results = [evaluate(m.model, x, y, normalizer) for m in self.models]
+            return [evaluate(m.model, x, y, normalizer) for m in self.models]
         finally:
             torch.set_num_threads(threads)
-        return float(np.mean([a for a, _ in results])), float(np.mean([l for _, l in results]))
 
 
 def usable_cores() -> int:
@@ -337,7 +343,11 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         whole = None  # whether this round's evaluation, if any, used the whole test set
         if plan.eval_every and ((r + 1) % plan.eval_every == 0 or finished):
             whole = finished or plan.eval_subset is None
-            postfix["acc"] = f"{_evaluate(r, whole, plan, server, normalizer, recorder):.3f}"
+            accuracy = _evaluate(r, whole, plan, server, normalizer, recorder)
+            if not whole and plan.confirm_target and recorder.unconfirmed(accuracy):
+                whole = True  # the subset says a model crossed: the whole test set decides
+                accuracy = _evaluate(r, whole, plan, server, normalizer, recorder)
+            postfix["acc"] = f"{np.mean(accuracy):.3f}"
         progress.set_postfix(postfix, refresh=False)  # redrawn at tqdm's own interval
         budget = plan.time_budget is not None and recorder.virtual_time >= plan.time_budget
         stop = budget or (plan.stop_at_target and recorder.time_to_target is not None)
@@ -360,14 +370,16 @@ def _evaluate(
     server: ParameterServer,
     normalizer: Normalizer,
     recorder: RunRecorder,
-) -> float:
-    """Evaluate after round ``r`` on the whole test set or on ``plan.eval_subset``, and
-    record it; returns the test accuracy."""
+) -> list[float]:
+    """Evaluate every model after round ``r`` on the whole test set or on
+    ``plan.eval_subset``, and record it; returns each model's test accuracy. With
+    ``plan.confirm_target`` only a whole-set evaluation can mark the target reached."""
     subset = None if whole else plan.eval_subset
-    acc, test_loss = server.evaluate(plan.data, normalizer, subset)
+    results = server.evaluate(plan.data, normalizer, subset)
     images = len(plan.data.test_y) if subset is None else len(subset)
-    recorder.evaluation(r, acc, test_loss, images)
-    return acc
+    counts = whole or not plan.confirm_target
+    recorder.evaluation(r, [a for a, _ in results], [loss for _, loss in results], images, counts)
+    return [a for a, _ in results]
 
 
 def _checkpoint(

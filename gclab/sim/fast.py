@@ -31,6 +31,7 @@ from gclab.coding.contract import SCHEMES, Shape
 from gclab.coding.evaluation import NODE_FAMILIES
 from gclab.coding.sr_sgc import sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
+from gclab.network.draws import stream_seed
 from gclab.network.links import Links
 from gclab.sim.engine import SimResult
 
@@ -171,6 +172,7 @@ def fast_results(
         return None
     if delay.timed or network.recovery == "partial":  # the engine's business
         return None
+    seed = stream_seed(seed, network.stream)  # the draws RoundProtocol would take
     fixed = {k: v for k, v in OmegaConf.to_container(node).items() if k != "_target_"}
     shapes = [SCHEMES[name].shape(n, **{**fixed, **p}) for p in settings]
     delays = [shape.T for shape in shapes]

@@ -193,7 +193,11 @@ IGNORED = ("hydra", "delay", "resume", "logger")
 
 #: Keys added after some archived runs were recorded, with the value that gives what those
 #: runs did: the clock charged no server time, and the code was chosen once.
-LEGACY = {"network.server_time": 0.0, "adapt": {"_target_": "gclab.adapt.options.Off"}}
+LEGACY = {
+    "network.server_time": 0.0,
+    "network.stream": 0,
+    "adapt": {"_target_": "gclab.adapt.options.Off"},
+}
 
 
 #: Classes that moved to other modules after some archived runs were recorded: the
@@ -365,14 +369,19 @@ def _write_run(
 ) -> dict[str, Any]:
     """The run directory of ``replay``: ``.hydra/``, metrics.jsonl (its rounds, with the
     train losses of ``records``, and each evaluation record of ``evals`` at the end of its
-    round), summary.json."""
+    round), summary.json.
+
+    It ends where the run of ``cfg`` would: after the round whose clock reaches
+    ``train.time_budget``, the rounds and evaluations after it dropped, as the training
+    loop stops there."""
     if dest.exists():
         shutil.rmtree(dest)
     (dest / ".hydra").mkdir(parents=True)
     _write_hydra(dest / ".hydra", cfg, overrides, choices)
     extra = {
         "scheme": scheme.name, "load": scheme.load, "n": scheme.n,
-        "num_jobs": summary["num_jobs"], **{k: summary[k] for k in ("processors",) if k in summary},
+        "num_jobs": summary["num_jobs"],
+        **{k: summary[k] for k in ("processors", "commit", "models") if k in summary},
         **extra,
     }  # fmt: skip
     recorder = RunRecorder(
@@ -383,6 +392,7 @@ def _write_run(
     for r, rec in evals:
         by_round.setdefault(r, []).append(rec)
     nan, faults, result = math.nan, {"failed": 0, "failures_total": 0}, None
+    budget = cfg.train.time_budget
     try:
         for r, step in enumerate(replay.rounds):
             loss = rounds[r]["train_loss"] if r < len(rounds) else nan
@@ -392,8 +402,12 @@ def _write_run(
             )  # fmt: skip
             for rec in by_round.get(r, []):
                 recorder.evaluation(
-                    r, rec["test_accuracy"], rec["test_loss"], rec.get("test_images")
-                )
+                    r, rec.get("model_accuracy") or [rec["test_accuracy"]],
+                    rec.get("model_loss") or [rec["test_loss"]], rec.get("test_images"),
+                    rec.get("decisive", True),
+                )  # fmt: skip
+            if budget is not None and recorder.virtual_time >= budget:
+                break
         result = recorder.summary()
         return result
     finally:

@@ -29,6 +29,7 @@ from gclab.tracking.artifacts import (
     write_summary,
 )
 from gclab.tracking.loggers import Logger
+from gclab.tracking.provenance import partition_seconds
 
 
 class RunRecorder:
@@ -64,7 +65,10 @@ class RunRecorder:
         self.jobs = 0
         self.coverage: list[float] = []  # per round run
         self.last_eval: dict[str, float] = {}
-        self.time_to_target: float | None = None
+        #: Virtual time of each model's first decisive evaluation at or above the target.
+        self.reached: list[float | None] = []
+        self.time_to_target: float | None = None  # every model has reached the target
+        self.time_to_first: float | None = None  # the first model has
 
     def _emit(self, record: dict[str, Any]) -> dict[str, Any]:
         self.metrics.write(record)
@@ -142,16 +146,45 @@ class RunRecorder:
             }
         )
 
-    def evaluation(self, r: int, accuracy: float, loss: float, images: int | None) -> None:
-        """Record an evaluation after round ``r`` on ``images`` test images (None: not
-        known, as in a replay of a run recorded before evaluations counted them)."""
-        if (
-            self.target_accuracy is not None
-            and self.time_to_target is None
-            and accuracy >= self.target_accuracy
-        ):
-            self.time_to_target = self.virtual_time
-        self.last_eval = {"test_accuracy": accuracy, "test_loss": loss}
+    def unconfirmed(self, accuracies: list[float]) -> bool:
+        """Whether a model that has not reached the target is at or above it in
+        ``accuracies`` (one per model): a subset evaluation a whole-set one must confirm."""
+        target = self.target_accuracy
+        if target is None:
+            return False
+        reached = self.reached or [None] * len(accuracies)
+        return any(a >= target and t is None for a, t in zip(accuracies, reached))
+
+    def evaluation(
+        self,
+        r: int,
+        accuracies: list[float],
+        losses: list[float],
+        images: int | None,
+        decisive: bool = True,
+    ) -> None:
+        """Record an evaluation of every model after round ``r`` on ``images`` test images
+        (None: not known, as in a replay of a run recorded before evaluations counted
+        them). A ``decisive`` one marks each model at or above the target reached; the
+        target is reached once every model has (``time_to_target``), the first model's
+        time beside it (``time_to_first``)."""
+        if not self.reached:
+            self.reached = [None] * len(accuracies)
+        target = self.target_accuracy
+        if decisive and target is not None:
+            for m, accuracy in enumerate(accuracies):
+                if self.reached[m] is None and accuracy >= target:
+                    self.reached[m] = self.virtual_time
+            times = [t for t in self.reached if t is not None]
+            if times and self.time_to_first is None:
+                self.time_to_first = min(times)
+            if len(times) == len(self.reached) and self.time_to_target is None:
+                self.time_to_target = max(times)
+        self.last_eval = {
+            "test_accuracy": float(np.mean(accuracies)),
+            "test_loss": float(np.mean(losses)),
+        }
+        models = {"model_accuracy": accuracies, "model_loss": losses} if len(accuracies) > 1 else {}
         self._emit(
             {
                 "kind": "eval",
@@ -159,7 +192,9 @@ class RunRecorder:
                 "virtual_time": self.virtual_time,
                 "wall_time": self.wall_time,
                 **self.last_eval,
+                **models,
                 "test_images": images,
+                "decisive": decisive,
             }
         )
 
@@ -167,7 +202,7 @@ class RunRecorder:
     STATE = (
         "virtual_time", "wall_time", "decode_ms", "decode_delays", "waits", "retransmissions",
         "bytes_sent", "server_time", "jobs", "coverage",
-        "last_eval", "time_to_target",
+        "last_eval", "reached", "time_to_target", "time_to_first",
     )  # fmt: skip
 
     def checkpoint(self, r: int, server: Any, protocol: Any, coding: dict | None) -> None:
@@ -214,12 +249,15 @@ class RunRecorder:
 
     def summary(self) -> dict[str, Any]:
         decode = np.asarray(self.decode_ms) if self.decode_ms else np.asarray([np.nan])
+        partitions = self.extra.get("load", 0) * self.extra.get("n", 0)
         summary = {
             **self.extra,
+            "partition_seconds": partition_seconds(read_metrics(self.metrics.path), partitions),
             "test_accuracy": self.last_eval.get("test_accuracy"),
             "test_loss": self.last_eval.get("test_loss"),
             "target_accuracy": self.target_accuracy,
             "time_to_target": self.time_to_target,
+            "time_to_first": self.time_to_first,
             "total_virtual_time": self.virtual_time,
             "total_wall_time": self.wall_time,
             "jobs": self.jobs,

@@ -7,6 +7,7 @@ import torch
 from hydra.utils import instantiate
 
 from gclab.app import build, run
+from gclab.ml.models import init_seed
 from gclab.ml.reference import train_single_process
 from gclab.tracking.artifacts import load_checkpoint
 
@@ -24,14 +25,16 @@ def reference_weights(cfg) -> dict[str, torch.Tensor]:
 
 
 def interleaved_references(cfg) -> list[dict]:
-    """T+1 independent single-process SGD runs: model m trains on jobs m, m+T+1, ..."""
+    """M independent single-process SGD runs: model m, from its own initial weights at its
+    own learning rate, trains on jobs m, m+M, ..."""
     plan, _ = build(cfg)
     weights = []
     for m in range(plan.models):
-        torch.manual_seed(plan.seed)
+        torch.manual_seed(init_seed(plan.seed, m))
         flat = train_single_process(
             instantiate(plan.model_cfg), plan.data, plan.scheme.k, plan.batch_size,
-            plan.num_jobs, plan.seed, plan.augment, plan.build_optimizer,
+            plan.num_jobs, plan.seed, plan.augment,
+            lambda flat, m=m: plan.build_optimizer(flat, plan.lrs[m]),
             jobs=range(m, plan.num_jobs, plan.models),
         )  # fmt: skip
         weights.append(flat.model.state_dict())

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from hydra.utils import instantiate
 
-from gclab.app import run
+from gclab.app import build, run
+from gclab.errors import ConfigError
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.inprocess import in_process
@@ -106,3 +107,43 @@ def test_stale_pipeline_without_losses_decodes_at_delay_zero_and_is_exact_sgd(tm
     assert_same_weights(trained_weights(cfg, tmp_path, in_process), reference_weights(cfg))
     rounds = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "round"]
     assert [r["decode_delays"] for r in rounds] == [[0]] * JOBS  # no drain round: all decoded
+
+
+def test_every_scheme_trains_interleaved_models_in_turn_each_exact_at_its_own_rate(tmp_path):
+    """A T = 0 scheme (classic_fr) and SR-SGC (T = 1) train the same three models, job t on
+    model t mod 3, each from its own initial weights at its own learning rate: both end
+    with the weights of three single-process SGD runs on the models' own jobs."""
+    trace = rotating_straggler_trace(tmp_path / "trace.npz", 4, 12)
+    common = [*TINY, "cluster.workers=4", "train.rounds=9", "train.pipeline=interleaved",
+              "train.models=3", "train.lrs=[0.05,0.1,0.02]", "delay=trace",
+              f"delay.path={trace}", "delay.slope=0"]  # fmt: skip
+    arms = {
+        "classic_fr": ["scheme=classic_fr", "scheme.s=1"],
+        "sr_sgc": ["scheme=sr_sgc", "scheme.B=1", "scheme.W=2", "scheme.lam=1"],
+    }
+    want = interleaved_references(compose_config([*common, *arms["classic_fr"]]))
+    assert len({float(w["head.3.bias"].sum()) for w in want}) == 3  # the models differ
+    for name, scheme in arms.items():
+        cfg = compose_config([*common, *scheme])
+        run(cfg, tmp_path / name, start_pool=in_process)
+        got = load_checkpoint(tmp_path / name / "checkpoint.pt")["models"]
+        assert len(got) == 3
+        for g, w in zip(got, want):
+            assert_same_weights(g, w)
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        (["scheme=pipelined_cr", "scheme.s=1", "scheme.T=2", "train.pipeline=interleaved",
+          "train.models=2"], "train.models=2 is invalid for a scheme with T=2"),
+        (["train.models=3"], "train.models=3 needs train.pipeline=interleaved"),
+        (["train.pipeline=interleaved", "train.models=2", "train.lrs=[0.1]"],
+         r"train.lrs=\[0.1\] names 1 learning rates for 2 model"),
+        (["train.pipeline=interleaved", "train.models=2", "train.lrs=[0.1,-1]"],
+         "every learning rate must be a finite number > 0"),
+    ],
+)  # fmt: skip
+def test_interleaved_models_refuse_what_would_not_be_exact_sgd(keys, message):
+    with pytest.raises(ConfigError, match=message):
+        build(compose_config([*TINY, "cluster.workers=4", *keys]))

@@ -92,7 +92,7 @@ def test_evaluation_runs_on_every_core_with_the_numbers_of_one_thread(monkeypatc
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        accuracy, loss = server.evaluate(data, normalizer)
+        results = server.evaluate(data, normalizer)
         assert threads == [2, 2, 2] and torch.get_num_threads() == 1
         one = [
             ml_gradients.evaluate(m.model, data.test_x, data.test_y, normalizer, batch_size)
@@ -103,8 +103,7 @@ def test_evaluation_runs_on_every_core_with_the_numbers_of_one_thread(monkeypatc
     assert [a for a, _ in one[::2]] == [a for a, _ in one[1::2]]
     # a batch of 7 may take another conv kernel: the logits round differently
     assert [l for _, l in one[::2]] == pytest.approx([l for _, l in one[1::2]], rel=1e-6)
-    assert accuracy == np.mean([a for a, _ in one[::2]])
-    assert loss == pytest.approx(np.mean([l for _, l in one[::2]]), rel=1e-12)
+    assert results == one[::2]
     assert len({l for _, l in one[::2]}) == 3  # the models differ
 
 
@@ -140,3 +139,40 @@ def test_decodes_run_on_the_drivers_blas_threads(tmp_path, monkeypatch, threads)
     run(cfg, tmp_path, start_pool=in_process)
     assert before and seen and set(seen) == {threads}
     assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
+
+
+def test_a_subset_crossing_is_confirmed_on_the_whole_test_set_for_every_model(
+    tmp_path, monkeypatch
+):
+    """train.confirm_target: a subset evaluation at or above the target is repeated on the
+    whole set at once; only whole-set evaluations mark a model reached, the run reaches the
+    target when every model has (time_to_target) and stops there, the first model's time
+    beside it (time_to_first)."""
+    # per evaluation round: (subset accuracies, whole-set accuracies) of the two models
+    script = {
+        1: ([0.1, 0.1], None),
+        3: ([0.7, 0.2], [0.55, 0.2]),  # model 0 crosses on the subset only: not reached
+        5: ([0.7, 0.2], [0.65, 0.2]),  # now confirmed: model 0 reached
+        7: ([0.3, 0.8], [0.3, 0.61]),  # model 1 confirmed; model 0's dip does not undo it
+    }
+
+    def scripted(self, data, normalizer, subset=None):
+        subset_acc, whole_acc = script[self.next_job - 1]
+        return [(a, 1.0) for a in (subset_acc if subset is not None else whole_acc)]
+
+    monkeypatch.setattr(server_module.ParameterServer, "evaluate", scripted)
+    cfg = compose_config(
+        [*TINY, "train.rounds=40", "train.eval_every=2", "train.eval_subset=16",
+         "train.target_accuracy=0.6", "train.stop_at_target=true", "train.confirm_target=true",
+         "train.pipeline=interleaved", "train.models=2"]
+    )  # fmt: skip
+    summary = run(cfg, tmp_path, start_pool=in_process)
+    evals = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [(e["round"], e["test_images"], e["decisive"]) for e in evals] == [
+        (1, 16, False), (3, 16, False), (3, 128, True), (5, 16, False), (5, 128, True),
+        (7, 16, False), (7, 128, True),
+    ]  # fmt: skip
+    assert evals[-1]["model_accuracy"] == [0.3, 0.61]
+    assert summary["time_to_first"] == evals[4]["virtual_time"]
+    assert summary["time_to_target"] == evals[6]["virtual_time"] > summary["time_to_first"]
+    assert summary["jobs"] == 8

@@ -315,3 +315,25 @@ def test_a_retiming_that_would_move_jobs_between_rounds_is_refused(tmp_path):
     ):
         retime_run(tmp_path / "real", tmp_path / "retimed", 0.05)
     assert not (tmp_path / "retimed").exists()
+
+
+def test_a_replay_ends_at_the_time_budget_as_the_run_would(tmp_path):
+    """The training loop stops after the round whose clock reaches train.time_budget; a
+    replay ends there too, the evaluations after it dropped, so a replayed target reached
+    only past the budget is not reached (study v2 counted uncoded's 300.3 s as reached)."""
+    overrides = [*BASE, "scheme=classic_fr", "scheme.s=1", "train.target_accuracy=0.85",
+                 "network.rto=1.0"]  # fmt: skip
+    source = source_run(tmp_path / "src", overrides, 10, {r: r / 10 for r in range(10)})
+    lossy = [*overrides, "delay=bernoulli", "delay.p=0.5"]
+    full = replay_into(source, lossy, tmp_path / "full")
+    clock = [r["virtual_time"] for r in records(tmp_path / "full", "round")]
+    assert full["time_to_target"] == clock[9] > clock[5]  # reached at the last evaluation
+    budget = (clock[5] + clock[6]) / 2  # the run stops after round 6
+    budgeted = [*overrides, f"train.time_budget={budget}"]
+    source = source_run(tmp_path / "src2", budgeted, 10, {r: r / 10 for r in range(10)})
+    assert budget > 10  # beyond the lossless source's 10 rounds of 1 s: it ran them all
+    cut = replay_into(source, [*budgeted, *lossy[len(overrides) :]], tmp_path / "cut")
+    rounds = records(tmp_path / "cut", "round")
+    assert [r["virtual_time"] for r in rounds] == clock[:7]
+    assert [e["round"] for e in records(tmp_path / "cut", "eval")] == list(range(7))
+    assert cut["time_to_target"] is None and cut["total_virtual_time"] == clock[6]
