@@ -602,10 +602,10 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
         assert_png(out / name)
 
 
-def test_an_a_a_pair_sets_the_floor_every_comparison_is_judged_against(tmp_path: Path) -> None:
-    """Declared A/A at Bernoulli 0 (classic_fr against uncoded there, ratio ≈ 0.76): its
-    interval's far end sets the floor, so classic_fr's ≈ 1.31× over uncoded at the same
-    setting, whose interval excludes 1, is not distinguishable, while 3.7× at 0.1 is."""
+def test_an_a_a_control_that_fails_invalidates_every_label(tmp_path: Path) -> None:
+    """Declared A/A at Bernoulli 0 (classic_fr against uncoded there, ratio ≈ 0.76, its
+    interval excluding 1): the control fails, so every label reads 'invalid (A/A)', even
+    classic_fr's 3.7x at 0.1; study v2's floor rule survives as the sensitivity label."""
     make_study(tmp_path / "study")
     out = tmp_path / "report"
     proc = cli("gclab.report", str(tmp_path / "study"), "--out", str(out), "--target", "0.5",
@@ -620,12 +620,17 @@ def test_an_a_a_pair_sets_the_floor_every_comparison_is_judged_against(tmp_path:
     rows = {(name, rate): r for (name, delay, rate), r in rows.items() if delay == "bernoulli"}
     assert float(rows["classic_fr", "0.0"]["aa_floor"]) == pytest.approx(floor)
     assert float(rows["classic_fr", "0.0"]["ratio_low"]) > 1
-    assert rows["classic_fr", "0.0"]["label"] == "not distinguishable"
-    assert rows["classic_fr", "0.1"]["label"] == "faster"
-    table = markdown_rows(out / "time_to_target.md")
-    assert {r["A/A floor"] for r in table if r["label"] != "–"} == {f"×{floor:.2f}"}
+    assert rows["classic_fr", "0.0"]["control"] == "True"  # the A/A arm: outside the family
+    assert rows["classic_fr", "0.1"]["label"] == "invalid (A/A)"
+    assert rows["classic_fr", "0.1"]["floor_label"] == "faster"  # v2's rule: beyond the floor
+    assert rows["classic_fr", "0.0"]["floor_label"] == "not distinguishable"
+    control = markdown_rows(out / "aa_control.md")
+    assert control == [{"loss setting": "bernoulli 0", "classic_fr / uncoded (95 % interval)":
+                        control[0]["classic_fr / uncoded (95 % interval)"], "pairs": "3",
+                        "A/A control": "fails: the study is invalid"}]  # fmt: skip
     text = (out / "summary.md").read_text()
     assert "## A/A control" in text and f"| bernoulli 0 | {np.exp(logs.mean()):.2f} (" in text
+    assert f"×{floor:.2f}" in text
     for aa, message in [(["classic_fr", "nope"], "--aa 'nope' is none of the groups"),
                         (["classic_fr", "classic_fr"], "an A/A pair is two groups"),
                         (["classic_fr", "uncoded", "--aa-at", "gilbert_elliott"],

@@ -4,13 +4,25 @@ median, restricted mean), paired ratios and their labels against the A/A floor."
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
-from gclab.report.compare import FASTER, SLOWER, UNCLEAR, label, noise_floor, paired_ratio
-from gclab.report.groups import crossing, first_reach
+from gclab.report.compare import (
+    FASTER,
+    SLOWER,
+    UNCLEAR,
+    holm,
+    label,
+    noise_floor,
+    paired_p,
+    paired_ratio,
+)
+from gclab.report.groups import Group, crossing, first_reach, run_crossing, target_rows
 from gclab.report.intervals import Spread
+from gclab.report.runs import TRAIN, Run
 from gclab.report.survival import Outcome, default_horizon, km_median, restricted_mean
 
 T_975 = {2: 4.302652729911275, 4: 2.7764451051977987}  # Student t quantiles (tables)
@@ -101,3 +113,101 @@ def test_a_smoothed_crossing_needs_the_mean_of_the_last_evaluations():
     assert first_reach(times, accuracy, 0.6, smooth=3) == 60.0
     assert crossing(np.array([0.7, 0.1]), 0.6, smooth=3) == 0  # fewer at the start
     assert crossing(accuracy, 0.7, smooth=2) is None
+
+
+def test_holm_rejects_step_down_and_gives_intervals_that_agree_with_it():
+    """p = 0.005, 0.01, 0.03, 0.04 (m = 4): the first two are rejected (0.005 <= 0.05/4,
+    0.01 <= 0.05/3), 0.03 > 0.05/2 stops the procedure, so 0.03 and 0.04 are not, although
+    0.04 <= 0.05/1. Their intervals take the level of the rank Holm stopped at (97.5 %)."""
+    got = holm([0.01, 0.04, 0.03, None, 0.005])
+    adjusted = [a for a, _ in got]
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 1.0, 0.02])
+    assert [level for _, level in got] == pytest.approx([1 - 0.05 / 3, 0.975, 0.975, 0.95,
+                                                         1 - 0.05 / 4])  # fmt: skip
+    assert [a <= 0.05 for a in adjusted] == [True, False, False, False, True]
+    assert holm([]) == [] and holm([None]) == [(1.0, 0.95)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_corrected_interval_excludes_1_exactly_when_holm_rejects(seed):
+    """Random families of paired log-ratios: the interval at the level :func:`holm` gives
+    excludes 1 iff the Holm-adjusted p-value is at most 0.05."""
+    rng = np.random.default_rng(seed)
+    family = [({s: 10.0 for s in range(5)},
+               {s: 10.0 / math.exp(rng.normal(shift, 0.1)) for s in range(5)})
+              for shift in rng.uniform(-0.3, 0.3, 8)]  # fmt: skip
+    for (base, mine), (adjusted, level) in zip(family, holm([paired_p(*f) for f in family])):
+        ratio = paired_ratio(base, mine, level=level)
+        assert (label(ratio) != UNCLEAR) == (adjusted <= 0.05)
+
+
+def test_paired_p_is_the_two_sided_t_test_of_the_log_ratios():
+    base, mine = {0: 20.0, 1: 21.0, 2: 22.0}, {0: 15.0, 1: 16.0, 2: 17.0}
+    logs = np.log([20 / 15, 21 / 16, 22 / 17])
+    t = logs.mean() / (logs.std(ddof=1) / math.sqrt(3))
+    assert paired_p(base, mine) == pytest.approx(2 * stats.t.sf(t, 2))
+    assert paired_p(base, {0: 20.0, 1: 21.0}) == 1.0  # identical ratios of 1: no effect
+    assert paired_p(base, {0: 10.0, 1: 10.5}) == 0.0  # identical ratios of 2, no spread
+    assert paired_p(base, {0: 1.0}) is None  # one pair: no test
+
+
+def run_of(evals: list[dict], confirm: bool = False, models: int = 1) -> Run:
+    """A finished run with one round per evaluation (one job applied each)."""
+    records = []
+    for i, e in enumerate(evals):
+        records.append({"kind": "round", "round": i, "jobs_applied": 1})
+        records.append({"kind": "eval", "round": i, "virtual_time": 10.0 * (i + 1), **e})
+    train = {"confirm_target": confirm, "pipeline": "interleaved" if models > 1 else "stale",
+             "models": models}  # fmt: skip
+    return Run("0", Path("."), 0, {}, {}, {"train": train}, TRAIN, {"models": models}, None,
+               records)  # fmt: skip
+
+
+def test_every_model_must_cross_and_only_decisive_evaluations_count():
+    """Two models: model 1 crosses at the third evaluation, model 0 at the second but only
+    on the subset (not decisive) and on the whole set at the fourth; model 0's later dip
+    does not undo its crossing."""
+    evals = [
+        {"test_accuracy": 0.3, "model_accuracy": [0.3, 0.3]},
+        {"test_accuracy": 0.6, "model_accuracy": [0.7, 0.5], "decisive": False},
+        {"test_accuracy": 0.6, "model_accuracy": [0.5, 0.7]},
+        {"test_accuracy": 0.6, "model_accuracy": [0.65, 0.55]},
+        {"test_accuracy": 0.5, "model_accuracy": [0.5, 0.5]},
+    ]
+    run = run_of(evals, confirm=True, models=2)
+    decisive = run.decisive_records()
+    assert len(decisive) == 4
+    assert run_crossing(run, 0.6) == 2 and decisive[2]["virtual_time"] == 40.0
+    assert run_crossing(run, 0.6, first=True) == 1  # model 1 at the third evaluation
+    assert run_crossing(run, 0.8) is None and run_crossing(run, 0.8, first=True) is None
+    assert run.jobs_at(decisive).tolist() == [1, 3, 4, 5]
+    group = Group("g", "none", 0.0, [run])
+    assert group.times_to_target(0.6) == [40.0] and group.times_to_target(0.6, True) == [30.0]
+    assert group.job_outcomes(0.6)[0].time == 4.0
+
+
+def test_reached_counts_and_the_restricted_mean_follow_one_rule_at_the_horizon():
+    """Three seeds reach the target at 30, 90 and 110 s with a horizon of 100 s: the last
+    counts as not reached in the count, the KM median and the restricted mean alike; a
+    fourth seed that ended at 80 s by a job cap is followed up less than the horizon."""
+
+    def seed(time: float | None, end: float, budget: float | None = 125.0) -> Run:
+        acc = [{"test_accuracy": 0.1}] * int(end / 10 - 1) + [{"test_accuracy": 0.1}]
+        if time is not None:
+            acc[int(time / 10) - 1] = {"test_accuracy": 0.7}
+        run = run_of(acc)
+        run.config["train"]["time_budget"] = budget
+        run.summary["total_virtual_time"] = end
+        return run
+
+    runs = [seed(30, 125), seed(90, 125), seed(110, 125), seed(None, 80)]
+    for i, run in enumerate(runs):
+        run.config["seed"] = i
+    (row,) = target_rows([Group("g", "none", 0.0, runs)], 0.6, horizon=100.0)
+    assert row.group.times_to_target(0.6) == [30.0, 90.0, 110.0, None]
+    assert row.reached == 2 and row.restricted == [30.0, 90.0, 100.0, 100.0]
+    assert row.rmst.mean == pytest.approx(80.0)
+    # KM: S(30) = 3/4; the capped run leaves at 80; S(90) = 3/4 · 1/2 <= 0.5 (110 s counts
+    # as censored at 100, not as an event)
+    assert row.median == 90.0
+    assert row.short == (3,)

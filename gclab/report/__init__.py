@@ -21,6 +21,7 @@ from gclab.report.plots import accuracy_vs_time, decode_latency, total_time
 from gclab.report.runs import Run, Sweep, SweepError, load_sweep
 from gclab.report.tables import (
     aa_markdown,
+    aa_table,
     markdown,
     pivot_markdown,
     pivot_table,
@@ -49,8 +50,9 @@ def write_report(
     With a ``target`` accuracy, also the time-to-target table (``time_to_target.csv``,
     ``time_to_target.md`` and a section of ``summary.md``: censored times, restricted to
     ``horizon`` or each loss setting's own; paired ratios against the series labelled
-    ``baseline``, judged against the noise floor of the ``aa`` pair) and the same times as a
-    loss setting × series table (``time_to_target_by_loss.md``). The ``.md`` files hold the
+    ``baseline``, Holm-corrected over the table, valid only if the ``aa`` control holds:
+    ``aa_control.md``) and the same times as a loss setting × series table
+    (``time_to_target_by_loss.md``). The ``.md`` files hold the
     tables alone, to be pasted unchanged into documents. A run crosses the target at its
     first evaluation at or above it, or with ``smooth`` > 1 where the mean of its last
     ``smooth`` evaluations first is.
@@ -67,13 +69,14 @@ def write_report(
         write_target_csv(rows, target, out / "time_to_target.csv")
         text += "\n" + target_markdown(rows, target, baseline)
         text += "\n" + pivot_markdown(rows, target)
-        if aa is not None:
-            ratios = aa_ratios(all_groups, target, aa, horizon)
-            text += "\n" + aa_markdown(ratios, aa.a, aa.b)
         tables = {
             out / "time_to_target.md": target_table(rows, baseline),
             out / "time_to_target_by_loss.md": pivot_table(rows),
         }
+        if aa is not None:
+            ratios = aa_ratios(all_groups, target, aa, horizon)
+            text += "\n" + aa_markdown(ratios, aa.a, aa.b)
+            tables[out / "aa_control.md"] = aa_table(ratios, aa.a, aa.b)
         for path, table in tables.items():
             path.write_text(table, encoding="utf-8")
         written += [out / "time_to_target.csv", *tables]

@@ -27,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from gclab.report.compare import label, noise_floor, paired_ratio
+from gclab.report.compare import (
+    INVALID,
+    UNCLEAR,
+    holm,
+    label,
+    noise_floor,
+    paired_p,
+    paired_ratio,
+)
 from gclab.report.intervals import Spread, spread
 from gclab.report.runs import NOT_SERIES, SIM, TRAIN, Run, Sweep, SweepError, label_key, short
 from gclab.report.survival import Outcome, default_horizon, km_median, restricted_mean
@@ -50,6 +58,22 @@ def first_reach(
     """Virtual time of the :func:`crossing` of ``target``, if any."""
     i = crossing(accuracy, target, smooth)
     return None if i is None else float(times[i])
+
+
+def run_crossing(run: Run, target: float, smooth: int = 1, first: bool = False) -> int | None:
+    """Index into ``run.decisive_records()`` of the evaluation by which every model (with
+    ``first``, the first model) has crossed ``target`` (:func:`crossing`, model by model);
+    None if not. Only decisive evaluations count: with ``train.confirm_target`` the
+    whole-set ones."""
+    records = run.decisive_records()
+    if not records:
+        return None
+    accuracy = run.model_accuracies(records)
+    hits = [crossing(accuracy[:, m], target, smooth) for m in range(accuracy.shape[1])]
+    found = [i for i in hits if i is not None]
+    if first:
+        return min(found, default=None)
+    return max(found) if len(found) == len(hits) else None
 
 
 @dataclass
@@ -91,28 +115,36 @@ class Group:
         values = np.array([np.interp(grid, t, a) for t, a in curves])
         return grid, [spread(values[:, i], band) for i in range(grid.size)]
 
-    def times_to_target(self, target: float) -> list[float | None]:
-        """Each finished seed's time to target (None: not reached), by :func:`first_reach`."""
-        return [
-            first_reach(t, a, target, self.smooth) for t, a in map(Run.evaluations, self.finished)
-        ]
+    def times_to_target(self, target: float, first: bool = False) -> list[float | None]:
+        """Each finished seed's time to target (None: not reached) by :func:`run_crossing`:
+        when every model has reached it, or with ``first`` the first model."""
+        times = []
+        for run in self.finished:
+            i = run_crossing(run, target, self.smooth, first)
+            times.append(None if i is None else float(run.decisive_records()[i]["virtual_time"]))
+        return times
 
-    def outcomes(self, target: float) -> list[Outcome]:
+    def outcomes(self, target: float, first: bool = False) -> list[Outcome]:
         """Each finished seed's time to ``target``, censored at its end where not reached."""
         return [
             Outcome(time, run.total_time or 0.0, _budget(run))
-            for run, time in zip(self.finished, self.times_to_target(target))
+            for run, time in zip(self.finished, self.times_to_target(target, first))
         ]
 
     def job_outcomes(self, target: float) -> list[Outcome]:
-        """Each finished seed's jobs applied by its crossing of ``target`` (:func:`crossing`),
-        censored at the jobs it applied in all where not reached."""
+        """Each finished seed's jobs applied by its crossing of ``target`` (every model's,
+        :func:`run_crossing`), censored at the jobs it applied in all where not reached."""
         out = []
         for run in self.finished:
-            i = crossing(run.evaluations()[1], target, self.smooth)
-            jobs = None if i is None else float(run.jobs_at_evaluations()[i])
+            i = run_crossing(run, target, self.smooth)
+            jobs = None if i is None else float(run.jobs_at(run.decisive_records())[i])
             out.append(Outcome(jobs, float((run.summary or {}).get("jobs") or 0)))
         return out
+
+    @property
+    def models(self) -> int:
+        """The models each run trains (the most of any run; 1 without runs)."""
+        return max((run.models for run in self.runs), default=1)
 
     def seconds_per_job(self) -> list[float]:
         """Each finished seed's virtual time per applied job over the whole run: the pace at
@@ -226,17 +258,35 @@ class AAPair:
 @dataclass(frozen=True)
 class Comparison:
     """A group against a reference group at its loss setting: the paired ratio of restricted
-    times (reference's over the group's: > 1 is faster), its label and the A/A floor."""
+    times (reference's over the group's: > 1 is faster), Holm-corrected, and its label.
+
+    ``ratio`` is the plain 95 % interval, ``corrected`` the interval at the level Holm's
+    step-down gives the comparison in its table (:func:`~gclab.report.compare.holm`), which
+    the label follows. ``floor`` and ``floor_label`` are the sensitivity check: study v2's
+    rule (the plain interval beyond the A/A floor). An A/A arm is compared but is no member
+    of the family (``control``): its plain interval is the study's validity check."""
 
     reference: str  # the reference group's name
     ratio: Spread | None  # geometric mean and 95 % interval over the paired seeds
     label: str
-    floor: float | None  # the A/A noise floor (ln scale) it was judged against; None: no A/A
+    floor: float | None  # the A/A noise floor (ln scale), for the sensitivity check
+    corrected: Spread | None = None  # the ratio's Holm-corrected interval
+    p: float | None = None  # paired t-test of ln ratio = 0, two-sided
+    adjusted: float | None = None  # Holm-adjusted p (None: not in the family)
+    floor_label: str = UNCLEAR  # study v2's rule: the plain interval beyond the floor
+    control: bool = False  # the A/A arm: not in the family
 
 
 @dataclass(frozen=True)
 class TargetRow:
-    """One group's time to target over every finished seed, reached or censored."""
+    """One group's time to target over every finished seed, reached or censored.
+
+    A run reached the target when it did so by the horizon: ``reached`` counts those, and
+    the Kaplan–Meier median and restricted mean take a time past the horizon as censored
+    there (one rule for all three). ``short`` lists the seeds whose follow-up ended before
+    the horizon without reaching the target (a job cap, or a re-timing that shortened the
+    run): their min(T, h) is unknown, and a study with any is invalid.
+    """
 
     group: Group
     reached: int
@@ -250,12 +300,18 @@ class TargetRow:
     pace: Spread | None  # virtual seconds per applied job, over every finished seed (95 % t)
     final: Spread | None  # last evaluation's test accuracy, over every finished seed (the same)
     stale: Spread | None  # share of updates with a stale gradient, over every finished seed
+    first: Spread | None = None  # with several models: restricted mean to the first model's
+    short: tuple[Any, ...] = ()  # seeds followed up less than the horizon, target not reached
 
 
 def _baseline_for(group: Group, bases: list[Group]) -> Group | None:
-    """The baseline group at ``group``'s loss setting: the only one, or else the only one
-    whose overrides outside the scheme's agree with ``group``'s wherever both set them."""
-    here = [b for b in bases if (b.delay, b.loss_rate) == (group.delay, group.loss_rate)]
+    """The baseline group at ``group``'s loss setting that trains as many models: the only
+    one, or else the only one whose overrides outside the scheme's agree with ``group``'s
+    wherever both set them."""
+    here = [
+        b for b in bases
+        if (b.delay, b.loss_rate) == (group.delay, group.loss_rate) and b.models == group.models
+    ]  # fmt: skip
     if len(here) > 1:
         mine = group.runs[0].overrides
         here = [
@@ -287,6 +343,28 @@ def _restricted_by_seed(group: Group, target: float, horizon: float) -> dict[Any
         seed: outcome.restricted(horizon)
         for seed, outcome in zip(group.seeds(), group.outcomes(target))
     }
+
+
+def _by_horizon(outcome: Outcome, horizon: float) -> Outcome:
+    """``outcome`` as watched up to ``horizon``: a target reached past it is not reached,
+    and the run censored there."""
+    if outcome.time is not None and outcome.time <= horizon:
+        return outcome
+    return Outcome(None, min(outcome.end, horizon), outcome.budget)
+
+
+@dataclass(frozen=True)
+class AAResult:
+    """The A/A control: the pair's paired ratio per loss setting and whether it holds (every
+    plain 95 % interval contains 1, with at least two pairs)."""
+
+    ratios: dict[tuple[str, float | None], Spread | None]
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.ratios) and all(
+            r is not None and r.count >= 2 and r.low <= 1 <= r.high for r in self.ratios.values()
+        )
 
 
 def aa_ratios(
@@ -335,26 +413,51 @@ def target_rows(
     """Every group's time to ``target``, censored where not reached, restricted to its loss
     setting's horizon (``horizon`` if given, :func:`horizons`). With a ``baseline`` (a
     group's name, as the tables show it, else a series label), each group's paired ratio
-    against the baseline group of its loss setting (where several share it, the one whose
-    other overrides agree with the group's), labelled against the noise floor of the
-    ``aa`` pair: the largest over the settings where the pair ran (:func:`aa_ratios`)."""
+    against the baseline group of its loss setting that trains as many models (where
+    several share it, the one whose other overrides agree with the group's), labelled by
+    its Holm-corrected interval over every comparison of the table but the A/A arm's;
+    without a valid A/A control (when ``aa`` is declared) every label is ``invalid``."""
     ends = horizons(all_groups, target, horizon)
-    floor = None
+    floor, valid = None, True
     if aa is not None:
-        floor = noise_floor(aa_ratios(all_groups, target, aa, horizon).values())
+        control = AAResult(aa_ratios(all_groups, target, aa, horizon))
+        floor, valid = noise_floor(control.ratios.values()), control.valid
     # a group's name first: 'classic_fr' beside 'classic_fr, network.recovery=partial'
     bases = [g for g in all_groups if g.name == baseline]
     bases = bases or [g for g in all_groups if g.label == baseline]
+    controls = {aa.a, aa.b} - {baseline} if aa is not None else set()
+    tests = []  # (group index, base name, base times, own times, is control)
+    for i, group in enumerate(all_groups):
+        base, end = _baseline_for(group, bases), ends[_setting(group)]
+        if base is not None and end is not None:  # the baseline against itself: ratio 1
+            pair = (_restricted_by_seed(base, target, end), _restricted_by_seed(group, target, end))
+            control = group.name in controls and aa is not None and aa.matches(group)
+            tests.append((i, base.name, pair, base is group or control))
+    family = [t for t in tests if not t[3]]
+    corrected = dict(zip((t[0] for t in family), holm([paired_p(*t[2]) for t in family])))
+    comparisons = {}
+    for i, reference, pair, control in tests:
+        ratio, p = paired_ratio(*pair), paired_p(*pair)
+        adjusted, level = corrected.get(i, (None, 0.95))
+        shown = paired_ratio(*pair, level=level)
+        verdict = label(shown) if valid else INVALID
+        comparisons[i] = Comparison(
+            reference, ratio, UNCLEAR if control else verdict, floor, shown, p, adjusted,
+            label(ratio, floor), control,
+        )  # fmt: skip
     rows = []
-    for group in all_groups:
-        outcomes, end = group.outcomes(target), ends[_setting(group)]
-        base = _baseline_for(group, bases)
-        comparison = None
-        if base is not None and end is not None:
-            ratio = paired_ratio(
-                _restricted_by_seed(base, target, end), _restricted_by_seed(group, target, end)
-            )
-            comparison = Comparison(base.name, ratio, label(ratio, floor), floor)
+    for i, group in enumerate(all_groups):
+        end = ends[_setting(group)]
+        raw = group.outcomes(target)
+        outcomes = raw if end is None else [_by_horizon(o, end) for o in raw]
+        short = tuple(
+            seed for seed, o in zip(group.seeds(), raw)
+            if end is not None and not o.reached and o.follow_up < end
+        )  # fmt: skip
+        first = None
+        if group.models > 1 and end is not None:
+            firsts = [_by_horizon(o, end) for o in group.outcomes(target, first=True)]
+            first = restricted_mean(firsts, end)
         rows.append(
             TargetRow(
                 group,
@@ -364,11 +467,13 @@ def target_rows(
                 km_median(outcomes),
                 None if end is None else restricted_mean(outcomes, end),
                 [None if end is None else o.restricted(end) for o in outcomes],
-                comparison,
+                comparisons.get(i),
                 km_median(group.job_outcomes(target)),
                 spread(group.seconds_per_job(), "ci"),
                 spread(group.final_accuracies(), "ci"),
                 spread(group.stale_shares(), "ci"),
+                first,
+                short,
             )
         )
     return rows

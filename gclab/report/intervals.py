@@ -22,12 +22,13 @@ class Spread:
     count: int
 
 
-def t_half_width(values: np.ndarray) -> float:
-    """Half-width of the 95 % Student-t interval of the mean of ``values`` (0 for one value):
-    t₀.₉₇₅,ₙ₋₁ · s/√n."""
+def t_half_width(values: np.ndarray, level: float = 0.95) -> float:
+    """Half-width of the ``level`` Student-t interval of the mean of ``values`` (0 for one
+    value): t_{(1+level)/2, n−1} · s/√n."""
     if values.size < 2:
         return 0.0
-    return float(stats.t.ppf(0.975, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    quantile = stats.t.ppf((1 + level) / 2, values.size - 1)
+    return float(quantile * values.std(ddof=1) / math.sqrt(values.size))
 
 
 def spread(values: Sequence[float], band: str) -> Spread | None:

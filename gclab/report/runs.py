@@ -148,7 +148,23 @@ class Run:
         )
 
     def jobs_at_evaluations(self) -> np.ndarray:
-        """Jobs applied by each evaluation of :meth:`evaluations` (the rounds' ``jobs_applied``
+        """Jobs applied by each evaluation of :meth:`evaluations`."""
+        return self.jobs_at(self._evaluation_records())
+
+    def decisive_records(self) -> list[dict[str, Any]]:
+        """The evaluations that can mark the target reached: every one, or for a run with
+        ``train.confirm_target`` the whole-set ones (records' ``decisive``)."""
+        return [r for r in self._evaluation_records() if r.get("decisive", True)]
+
+    def model_accuracies(self, records: list[dict[str, Any]]) -> np.ndarray:
+        """``[evaluations, models]``: each evaluation's accuracy of every model
+        (``model_accuracy``; a one-model run's ``test_accuracy``)."""
+        rows = [r.get("model_accuracy") or [r["test_accuracy"]] for r in records]
+        width = max((len(row) for row in rows), default=1)
+        return np.asarray([[_number(a) for a in row] for row in rows if len(row) == width])
+
+    def jobs_at(self, records: list[dict[str, Any]]) -> np.ndarray:
+        """Jobs applied by each of the evaluation ``records`` (the rounds' ``jobs_applied``
         summed up to the evaluation's round)."""
         rounds = sorted(
             (int(r["round"]), int(r.get("jobs_applied") or 0))
@@ -157,7 +173,7 @@ class Run:
         )
         numbers = np.asarray([number for number, _ in rounds], dtype=int)
         applied = np.concatenate([[0], np.cumsum([count for _, count in rounds], dtype=int)])
-        evaluated = np.asarray([int(r["round"]) for r in self._evaluation_records()], dtype=int)
+        evaluated = np.asarray([int(r["round"]) for r in records], dtype=int)
         return applied[np.searchsorted(numbers, evaluated, side="right")]  # rounds <= its own
 
     def _evaluation_records(self) -> list[dict[str, Any]]:
@@ -181,12 +197,22 @@ class Run:
         ]
         return float(np.median(seconds)) if seconds else None
 
+    @property
+    def models(self) -> int:
+        """The models the run trained: its summary's ``models``, else 1 or, interleaved,
+        ``train.models`` or T+1."""
+        recorded = (self.summary or {}).get("models")
+        if recorded:
+            return int(recorded)
+        train = self.config.get("train") or {}
+        if train.get("pipeline") != "interleaved":
+            return 1
+        scheme = self.config.get("scheme") or {}
+        return int(train.get("models") or 1 + int(scheme.get("T") or 0))
+
     def staleness(self) -> np.ndarray:
         """Each applied job's staleness (:func:`staleness`), with this run's models."""
-        train = self.config.get("train") or {}
-        scheme = self.config.get("scheme") or {}
-        interleaved = train.get("pipeline") == "interleaved"
-        return staleness(self.records, 1 + int(scheme.get("T") or 0) if interleaved else 1)
+        return staleness(self.records, self.models)
 
     @property
     def values(self) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gclab.report.compare import FASTER, SLOWER, noise_floor
-from gclab.report.groups import Group, TargetRow
+from gclab.report.groups import Comparison, Group, TargetRow
 from gclab.report.intervals import Spread
 from gclab.report.runs import SIM, TRAIN, Run, Sweep
 
@@ -193,10 +193,11 @@ TARGET_COLUMNS = (
     "series", "delay", "loss_rate", "target", "runs", "finished", "reached", "horizon",
     "km_median", "rmst", "rmst_low", "rmst_high", "seeds", "times", "restricted",
     "baseline", "ratio", "ratio_low", "ratio_high", "pairs", "label", "aa_floor",
-    "jobs_km_median", "seconds_per_job_mean", "seconds_per_job_ci95_low",
-    "seconds_per_job_ci95_high", "final_accuracy_mean", "final_accuracy_ci95_low",
-    "final_accuracy_ci95_high", "stale_share_mean", "stale_share_ci95_low",
-    "stale_share_ci95_high",
+    "p", "p_holm", "corrected_low", "corrected_high", "floor_label", "control",
+    "first_rmst", "first_rmst_low", "first_rmst_high", "short_follow_up", "jobs_km_median",
+    "seconds_per_job_mean", "seconds_per_job_ci95_low", "seconds_per_job_ci95_high",
+    "final_accuracy_mean", "final_accuracy_ci95_low", "final_accuracy_ci95_high",
+    "stale_share_mean", "stale_share_ci95_low", "stale_share_ci95_high",
 )  # fmt: skip
 
 
@@ -220,16 +221,19 @@ def write_target_csv(rows: list[TargetRow], target: float, path: Path) -> None:
         for row in rows:
             versus = row.comparison
             ratio = versus.ratio if versus else None
+            corrected = versus.corrected if versus else None
             compared = (
                 [versus.reference, *_mean_low_high(ratio), ratio.count if ratio else None,
-                 versus.label, _floor(versus.floor)]
-                if versus else [None] * 7
+                 versus.label, _floor(versus.floor), versus.p, versus.adjusted,
+                 *_mean_low_high(corrected)[1:], versus.floor_label, versus.control]
+                if versus else [None] * 13
             )  # fmt: skip
             cells = [*_group_identity(row.group), target, len(row.group.runs), row.finished,
                      row.reached, _infinite(row.horizon), _infinite(row.median),
                      *_mean_low_high(row.rmst), row.group.seeds(),
                      row.group.times_to_target(target), row.restricted,
-                     *compared, _infinite(row.jobs), *_mean_low_high(row.pace),
+                     *compared, *_mean_low_high(row.first), list(row.short) or None,
+                     _infinite(row.jobs), *_mean_low_high(row.pace),
                      *_mean_low_high(row.final), *_mean_low_high(row.stale)]  # fmt: skip
             writer.writerow([_cell(v) for v in cells])
 
@@ -280,38 +284,59 @@ def _table(header: list[str], body: list[list[str]]) -> str:
 
 def target_table(rows: list[TargetRow], baseline: str | None) -> str:
     """The time-to-target table alone (``time_to_target.md``): one row per group."""
+    several = any(row.first is not None for row in rows)
     header = ["scheme", "delay", "loss rate", "reached", "KM median (s)", "horizon (s)",
-              "restricted mean (s), 95 % interval", "jobs to target (KM median)", "s per job",
-              "final accuracy", "stale updates (%)"]  # fmt: skip
+              "restricted mean (s), 95 % interval",
+              *(["first model's restricted mean (s)"] if several else []),
+              "jobs to target (KM median)", "s per job", "final accuracy",
+              "stale updates (%)"]  # fmt: skip
     if baseline is not None:
-        header += [f"ratio vs {baseline} (95 % interval)", "label", "A/A floor"]
+        header += [f"ratio vs {baseline} (95 % interval)", "Holm-corrected interval", "label"]
     body = []
     for row in rows:
         cells = [
             row.group.name,
             row.group.delay,
             _number("g")(row.group.loss_rate),
-            f"{row.reached}/{row.finished}",
+            f"{row.reached}/{row.finished}" + _short(row),
             _km(row.median, 1),
             _horizon(row.horizon),
             _plus_minus(row.rmst, 1, interval=True),
+            *([_plus_minus(row.first, 1, interval=True)] if several else []),
             _km(row.jobs, 0),
             _plus_minus(row.pace, 4),
             _plus_minus(row.final, 3),
             _plus_minus(_scaled(row.stale, 100), 1),
         ]
         if baseline is not None:
-            versus = row.comparison
-            ratio = versus.ratio if versus else None
-            plural = "s" if ratio and ratio.count != 1 else ""
-            shown = _plus_minus(ratio, 2, interval=True)
-            cells += (
-                [f"{shown}, {ratio.count} pair{plural}" if ratio else "–",
-                 versus.label, _floor_text(versus.floor)]
-                if versus else ["–"] * 3
-            )  # fmt: skip
+            cells += _comparison_cells(row.comparison)
         body.append(cells)
     return _table(header, body)
+
+
+def _short(row: TargetRow) -> str:
+    """A note on the seeds whose follow-up ended before the horizon (none: empty)."""
+    if not row.short:
+        return ""
+    return f" (follow-up < h: seed {', '.join(map(str, row.short))})"
+
+
+def _comparison_cells(versus: Comparison | None) -> list[str]:
+    """The ratio with its plain interval, the Holm-corrected interval and the label (the
+    A/A arm: its plain interval alone, as the control it is)."""
+    if versus is None:
+        return ["–"] * 3
+    ratio = versus.ratio
+    plural = "s" if ratio and ratio.count != 1 else ""
+    shown = _plus_minus(ratio, 2, interval=True)
+    plain = f"{shown}, {ratio.count} pair{plural}" if ratio else "–"
+    if versus.control:
+        return [plain, "– (control)", versus.label]
+    corrected = versus.corrected
+    level = "–"
+    if corrected is not None and corrected.count > 1:
+        level = f"{corrected.low:.2f}–{corrected.high:.2f}"
+    return [plain, level, versus.label]
 
 
 def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) -> str:
@@ -335,13 +360,26 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             f" Here a run reaches {target:g} at the first evaluation where the mean of its "
             f"last {smooth} evaluations is at or above it."
         )
+    if any(row.first is not None for row in rows):
+        text += (
+            " A run that trains several models reaches the target when every model has (each "
+            "at its own first crossing); the first model's restricted mean is beside it."
+        )
+    if any(row.short for row in rows):
+        text += (
+            " Follow-up < h: seeds that ended before the horizon without reaching the target "
+            "(a job cap, or a re-timing that shortened the run); their min(time, h) is unknown "
+            "and counts h here."
+        )
     if baseline is not None:
         text += (
             f" Ratio: {baseline}'s restricted time over this group's, per seed (paired: same "
-            "seed, same batches, same losses), geometric mean and 95 % interval; labelled "
-            "faster or slower only when the interval excludes 1 and the ratio lies beyond the "
-            "A/A floor (the largest ratio the A/A pair's interval admits), else not "
-            "distinguishable."
+            "seed, same batches, same losses), geometric mean and 95 % interval. The "
+            "comparisons of this table are one family, corrected by Holm's step-down (the "
+            "interval at the level of the comparison's rank; gclab/report/compare.py): labelled "
+            "faster or slower only when the corrected interval excludes 1, else not "
+            "distinguishable. An A/A arm is the control, outside the family: its plain 95 % "
+            "interval must contain 1, else every label reads 'invalid (A/A)'."
         )
     title = f"## Time to test accuracy {target:g}"
     return "\n".join([title, "", text, "", target_table(rows, baseline)])
@@ -413,21 +451,33 @@ def pivot_markdown(rows: list[TargetRow], target: float) -> str:
     return "\n".join([title, "", text, "", pivot_table(rows)])
 
 
+def aa_table(ratios: dict[tuple[str, float | None], Spread | None], a: str, b: str) -> str:
+    """The A/A control alone (``aa_control.md``): the pair's paired ratio and its plain 95 %
+    interval at each loss setting, and whether it holds there (the interval contains 1)."""
+    body = []
+    for (delay, rate), ratio in ratios.items():
+        holds = ratio is not None and ratio.count >= 2 and ratio.low <= 1 <= ratio.high
+        verdict = "holds (contains 1)" if holds else "fails: the study is invalid"
+        if ratio is None or ratio.count < 2:
+            verdict = "fails: fewer than 2 pairs"
+        pairs = str(ratio.count if ratio else 0)
+        body.append([_setting(delay, rate), _plus_minus(ratio, 2, True), pairs, verdict])
+    return _table(["loss setting", f"{a} / {b} (95 % interval)", "pairs", "A/A control"], body)
+
+
 def aa_markdown(ratios: dict[tuple[str, float | None], Spread | None], a: str, b: str) -> str:
-    """The A/A control: the pair's paired ratio at each loss setting and the noise floor
-    the comparisons are judged against (:func:`~gclab.report.compare.noise_floor`)."""
+    """The A/A section of ``summary.md``: what the control is, :func:`aa_table`, and study
+    v2's noise floor as a sensitivity check (:func:`~gclab.report.compare.noise_floor`)."""
     floor = noise_floor(ratios.values())
     lines = [
         "## A/A control",
         "",
-        f"{a} and {b} run the same algorithm as separate arms: their ratio (restricted times, "
-        "paired by seed) is 1 but for noise. Noise floor: the largest ratio its 95 % interval "
-        f"admits, over these settings: {_floor_text(floor)}.",
+        f"{a} and {b} run one arm twice through the same code: their ratio (restricted "
+        "times, paired by seed) is 1 but for noise, and its 95 % interval must contain 1 at "
+        "every setting, or the study is invalid and every label says so. Sensitivity: study "
+        "v2's floor, the largest ratio this interval admits, "
+        f"{_floor_text(floor)}; the time-to-target CSV's floor_label is each comparison's "
+        "label under that rule.",
         "",
     ]
-    body = [
-        [_setting(delay, rate), _plus_minus(ratio, 2, True), str(ratio.count if ratio else 0)]
-        for (delay, rate), ratio in ratios.items()
-    ]
-    header = ["loss setting", f"{a} / {b} (95 % interval)", "pairs"]
-    return "\n".join([*lines, _table(header, body)])
+    return "\n".join([*lines, aa_table(ratios, a, b)])

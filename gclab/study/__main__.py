@@ -25,7 +25,7 @@ from pathlib import Path
 from gclab.errors import ConfigError
 from gclab.study.archive import SUFFIX
 from gclab.study.runner import StudyRunner
-from gclab.study.spec import PACKET_LOSS, load_spec, plan, run_overrides, select
+from gclab.study.spec import PACKET_LOSS, load_spec, map_units, plan, run_overrides, select
 
 
 def _refusal(out: Path, archive: Path | None, report_only: bool) -> str | None:
@@ -83,7 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load_spec(args.spec, args.sets)
         units, checks = plan(spec)
-        chosen, chosen_checks = select(units, checks, args.only)
+        corners = map_units(spec)
+        chosen, chosen_checks = select(units, [*checks, *corners], args.only)
+        chosen_corners = [u for u in chosen_checks if u in corners]
+        chosen_checks = [u for u in chosen_checks if u not in corners]
     except ConfigError as exc:
         print(f"gclab.study: error: {exc}", file=sys.stderr)
         return 2
@@ -95,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     runner = StudyRunner(spec, out, archive=args.archive)
     if args.dry_run:
         done = {"finished": 0, "archived": 0}
-        for unit, kind in [*((u, "run") for u in chosen), *((u, "verify") for u in chosen_checks)]:
+        listed = [*((u, "run") for u in chosen), *((u, "verify") for u in chosen_checks),
+                  *((u, "map") for u in chosen_corners)]  # fmt: skip
+        for unit, kind in listed:
             command = "python -m gclab " + shlex.join(run_overrides(spec, unit.overrides))
             what = f"replay of {unit.source}" if unit.replay else command
             state = None if unit.replay else runner.state(unit, kind)
@@ -103,14 +108,16 @@ def main(argv: list[str] | None = None) -> int:
                 done[state] += 1
             print(f"{unit.name}: {what}" + (f"  [{state}]" if state else ""))
         real = sum(not u.replay for u in chosen)
-        print(f"{real} real runs, {len(chosen) - real} replays, "
-              f"{len(chosen_checks)} verification runs")  # fmt: skip
+        print(
+            f"{real} real runs, {len(chosen) - real} replays, {len(chosen_checks)} "
+            f"verification runs, {len(chosen_corners)} map corners"
+        )
         if any(done.values()):
             print(f"not to train: {done['finished']} finished in {out}, "
                   f"{done['archived']} to restore from {args.archive}")  # fmt: skip
         return 0
     try:
-        runner.sync_archive(units, checks)
+        runner.sync_archive(units, checks, corners)
     except ConfigError as exc:  # a damaged archive
         print(f"gclab.study: error: {exc}", file=sys.stderr)
         return 2
@@ -118,8 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         runner.replay_finished(units)
         written = runner.write_report()
         runner.write_verification(checks)
+        written += runner.write_map()
     else:
-        runner.run(chosen, chosen_checks)
+        runner.run(chosen, chosen_checks, chosen_corners)
         written = [out / "report" / "summary.md"]
     for path in written:
         print(f"  {path}")

@@ -149,9 +149,10 @@ def not_replayable(cfg: DictConfig, scheme: Scheme) -> str | None:
         return f"{scheme.describe()} is not exact: its weights depend on which packets arrive"
     if cfg.network.recovery == "partial":
         return "network.recovery=partial applies gradients that depend on which packets arrive"
-    if scheme.T > 0 and cfg.train.pipeline is not Pipeline.interleaved:
+    pipeline = Pipeline(getattr(cfg.train.pipeline, "value", cfg.train.pipeline))
+    if scheme.T > 0 and pipeline is not Pipeline.interleaved:
         return (
-            f"{scheme.describe()} with train.pipeline={cfg.train.pipeline.name} computes each "
+            f"{scheme.describe()} with train.pipeline={pipeline.name} computes each "
             "job on weights that depend on when earlier jobs were applied"
         )
     if any(cfg.faults[kind] for kind in cfg.faults):
@@ -297,7 +298,11 @@ def replay_run(
 
 
 def retime_run(
-    source: Path, dest: Path, median_compute: float, charge_server: bool = False
+    source: Path,
+    dest: Path,
+    median_compute: float,
+    charge_server: bool = False,
+    scale_network: bool = False,
 ) -> dict[str, Any]:
     """Write into ``dest`` the finished run ``source`` on a normalised clock: every
     recorded compute time multiplied by one factor, so that their median becomes
@@ -306,7 +311,12 @@ def retime_run(
     The recorded server time is scaled by the same factor (the same machine did both)
     and charged where the run's config says ``network.server_time=measured``, or
     everywhere with ``charge_server`` (for runs recorded before the clock charged it:
-    their decode time alone).
+    their decode time alone). With ``scale_network`` the rto, the latency and the bytes'
+    time (every bandwidth divided by the factor) scale too: one change of the unit of
+    time, so the run keeps the regime it ran in (compute per rto, bytes per compute); it
+    then needs a delay model without seconds of its own (none, bernoulli,
+    gilbert_elliott). The written config is the run's own; ``compute_scale`` in the
+    summary says by how much its clock was scaled.
 
     Same config and losses, so the same jobs decode in the same rounds, unless the new
     times reorder deliveries in some recovery: that is checked round by round against
@@ -322,9 +332,11 @@ def retime_run(
         raise ReplayError(f"{source} has injected faults (faults.*): a replay does not model them.")
     summary, records = _source_records(source, cfg)
     rounds = [rec for rec in records if rec["kind"] == "round"]
-    scheme, protocol = build_protocol(clocked, payload_of(summary, rounds, cfg))
     measured = np.array([rec["compute_s"] for rec in rounds], dtype=np.float64)
     scale = median_compute / float(np.median(measured))
+    if scale_network:
+        _scale_network(clocked, scale, source)
+    scheme, protocol = build_protocol(clocked, payload_of(summary, rounds, cfg))
     server = recorded_server_time(rounds) * scale
     replay = replay_rounds(scheme, protocol, measured * scale, summary["num_jobs"], -1, server)
     recorded = [rec.get("jobs_applied", 0) for rec in rounds]
@@ -339,9 +351,39 @@ def retime_run(
     overrides, choices = _read_hydra(source / ".hydra")
     extra = {"retimed_from": str(source), "compute_scale": scale}
     placed = [(rec["round"], rec) for rec in records if rec["kind"] == "eval"]  # where they were
+    written = copy.deepcopy(cfg if scale_network else clocked)  # the run's own network
+    written.network.server_time = clocked.network.server_time
     return _write_run(
-        dest, clocked, overrides, choices, scheme, summary, extra, replay, records, placed
-    )
+        dest, written, overrides, choices, scheme, summary, extra, replay, records, placed,
+        clocked.train.time_budget,
+    )  # fmt: skip
+
+
+#: Delay models whose draws have no seconds of their own: a change of the unit of time
+#: leaves their losses as they were.
+UNITLESS = ("none", "bernoulli", "gilbert_elliott")
+
+
+def _scale_network(cfg: DictConfig, scale: float, source: Path) -> None:
+    """Multiply every time of ``cfg``'s network by ``scale`` (rto, latency, the bytes'
+    time, the time budget), in place; ReplayError for a delay model with its own seconds."""
+    target = str(OmegaConf.select(cfg, "delay._target_") or "")
+    names = {"gclab.network.base.DelayModel": "none"}
+    kind = names.get(target, target.rsplit(".", 1)[-1])
+    allowed = ("DelayModel", "Bernoulli", "GilbertElliott", *UNITLESS)
+    if kind not in allowed:
+        raise ReplayError(
+            f"{source}'s delay model {target} has seconds of its own, which a change of the "
+            f"unit of time would have to scale too; normalise only runs with {', '.join(UNITLESS)}."
+        )
+    network = cfg.network
+    network.rto = float(network.rto) * scale
+    network.latency = float(network.latency) * scale
+    for key in ("bandwidth", "server_bandwidth", "broadcast_bandwidth"):
+        if network[key] is not None:
+            network[key] = float(network[key]) / scale
+    if cfg.train.time_budget is not None:
+        cfg.train.time_budget = float(cfg.train.time_budget) * scale
 
 
 def _read_hydra(folder: Path) -> tuple[list[str], dict[str, str]]:
@@ -366,14 +408,15 @@ def _write_run(
     replay: Replay,
     records: list[dict[str, Any]],
     evals: list[tuple[int, dict[str, Any]]],
+    budget: float | None = None,
 ) -> dict[str, Any]:
     """The run directory of ``replay``: ``.hydra/``, metrics.jsonl (its rounds, with the
     train losses of ``records``, and each evaluation record of ``evals`` at the end of its
     round), summary.json.
 
     It ends where the run of ``cfg`` would: after the round whose clock reaches
-    ``train.time_budget``, the rounds and evaluations after it dropped, as the training
-    loop stops there."""
+    ``train.time_budget`` (or ``budget``, the budget on a re-timed clock), the rounds and
+    evaluations after it dropped, as the training loop stops there."""
     if dest.exists():
         shutil.rmtree(dest)
     (dest / ".hydra").mkdir(parents=True)
@@ -392,7 +435,7 @@ def _write_run(
     for r, rec in evals:
         by_round.setdefault(r, []).append(rec)
     nan, faults, result = math.nan, {"failed": 0, "failures_total": 0}, None
-    budget = cfg.train.time_budget
+    budget = cfg.train.time_budget if budget is None else budget
     try:
         for r, step in enumerate(replay.rounds):
             loss = rounds[r]["train_loss"] if r < len(rounds) else nan

@@ -37,14 +37,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
 
 from gclab.errors import ConfigError
-from gclab.report import AAPair, SweepError, load_sweep, write_report
+from gclab.report import AAPair, Sweep, SweepError, load_sweep, write_report
 from gclab.report.groups import check_aa, groups
 from gclab.report.runs import error_line
+from gclab.study import regime_map
 from gclab.study.archive import archive_path, archive_run, restore_run
 from gclab.study.replay import ReplayError, replay_run, retime_run
-from gclab.study.spec import StudySpec, Unit, compose_run, run_overrides
+from gclab.study.spec import StudySpec, Unit, compose_run, rto_of, run_overrides, variants
 from gclab.study.verify import Comparison, compare, markdown, write_rows
 from gclab.tracking.artifacts import atomic_write
 
@@ -80,12 +85,13 @@ class StudyRunner:
     # --- the archive -------------------------------------------------------------------------
 
     def _places(self, unit: Unit, kind: str) -> tuple[Path, Path | None]:
-        """The run directory of a real run or verification run, and its archive file."""
-        verify = kind == "verify"
-        run_dir = (self.out / "verify" / "runs" if verify else self.runs) / unit.name
+        """The run directory of a real run, a verification run or a map corner's run
+        (``kind`` run, verify or map), and its archive file."""
+        folder = {"verify": "verify", "map": "map"}.get(kind)
+        run_dir = (self.out / folder / "runs" if folder else self.runs) / unit.name
         if self.archive is None:
             return run_dir, None
-        return run_dir, archive_path(self.archive / ("verify" if verify else "runs"), unit.name)
+        return run_dir, archive_path(self.archive / (folder or "runs"), unit.name)
 
     def state(self, unit: Unit, kind: str = "run") -> str | None:
         """``finished`` (in the study folder), ``archived`` (to be restored) or None."""
@@ -94,10 +100,11 @@ class StudyRunner:
             return "finished"
         return "archived" if archived is not None and archived.is_file() else None
 
-    def sync_archive(self, units: list[Unit], checks: list[Unit]) -> None:
+    def sync_archive(self, units: list[Unit], checks: list[Unit], corners: list[Unit] = ()) -> None:
         """Restore the archived runs this study folder has not finished; archive the
         finished runs the archive lacks. Call it before :meth:`run` or a report."""
         real = [(u, "run") for u in units if not u.replay] + [(u, "verify") for u in checks]
+        real += [(u, "map") for u in corners]
         for unit, kind in real:
             run_dir, archived = self._places(unit, kind)
             if archived is None:
@@ -190,9 +197,10 @@ class StudyRunner:
 
         atomic_write(self.out / "status.csv", write)
 
-    def run(self, units: list[Unit], checks: list[Unit]) -> list[Outcome]:
+    def run(self, units: list[Unit], checks: list[Unit], corners: list[Unit] = ()) -> list[Outcome]:
         """Every unit in order, the verification runs once the replays are written (before
-        the real runs under loss), then the report and the verification tables."""
+        the real runs under loss), the map's corners last, then the report, the
+        verification tables and the regime map."""
         self.out.mkdir(parents=True, exist_ok=True)
         # checks are replayed points (plan() refuses others), so they follow the last replay
         last_replay = max((i for i, unit in enumerate(units) if unit.replay), default=-1)
@@ -201,8 +209,11 @@ class StudyRunner:
             self.record(outcome)
             if i == last_replay:
                 self._verify(checks)
+        for corner in corners:
+            self.record(self.train(corner, "map"))
         self.write_report()
         self.write_verification(checks)
+        self.write_map()
         return self.outcomes
 
     def _verify(self, checks: list[Unit]) -> None:
@@ -217,7 +228,7 @@ class StudyRunner:
         clocks' rules, not the machines' speeds). Call it after :meth:`write_report`, which
         writes the normalised replays."""
         done = self._compare(checks, self.out / "verify", self.runs)
-        compute = self.spec.report.partition_compute
+        compute = self.partition_compute()
         if compute is not None:
             root = self.out / "normalised" / "verify"
             shutil.rmtree(root, ignore_errors=True)  # all derived: no stale check survives
@@ -251,7 +262,7 @@ class StudyRunner:
         try:
             retime_run(
                 source, dest, compute * summary["load"] * summary["n"],
-                self.spec.report.charge_server_time,
+                self.spec.report.charge_server_time, self.spec.report.normalise == "all",
             )  # fmt: skip
         except ReplayError as exc:
             self.record(Outcome(unit, kind, "failed", time.monotonic() - start, str(exc)))
@@ -262,7 +273,8 @@ class StudyRunner:
         comparison is then not distinguishable, and the log says why."""
         options = self.spec.report
         sweep = load_sweep(runs)
-        aa = AAPair(*options.aa, options.aa_at) if options.aa else None
+        pair = options.aa or self._aa_groups(sweep, runs)
+        aa = AAPair(*pair, options.aa_at) if pair else None
         if aa is not None:
             try:
                 check_aa(groups(sweep, options.smooth), aa)
@@ -272,6 +284,33 @@ class StudyRunner:
             sweep, out, options.target, options.band, options.baseline, options.horizon, aa,
             options.smooth,
         )  # fmt: skip
+
+    def _aa_groups(self, sweep: Sweep, runs: Path) -> list[str]:
+        """The report's names of the spec's A/A arms (``aa``: scheme labels), found by where
+        their runs live (``runs/<label>/...``); empty until both have runs."""
+        names = {}
+        for group in groups(sweep, self.spec.report.smooth):
+            for run in group.runs:
+                label = run.path.relative_to(runs).parts[0]
+                if label in self.spec.aa:
+                    names.setdefault(label, group.name)
+        return [names[label] for label in self.spec.aa] if len(names) == 2 else []
+
+    def partition_compute(self) -> float | None:
+        """The normalised clock's seconds per partition gradient (``report.partition_compute``):
+        as given, the regime's pre-registered value, or the median of the finished runs'
+        recorded ``partition_seconds``."""
+        compute = self.spec.report.partition_compute
+        if compute == "regime":
+            return self.spec.regime.partition_seconds
+        if compute != "median":
+            return compute
+        recorded = []
+        for summary_file in self.runs.glob("*/*/*/summary.json"):
+            summary = json.loads(summary_file.read_text(encoding="utf-8"))
+            if summary.get("partition_seconds") and not summary.get("replayed_from"):
+                recorded.append(summary["partition_seconds"])
+        return float(np.median(recorded)) if recorded else None
 
     def write_report(self) -> list[Path]:
         """The report of ``runs/`` in ``report/`` (:meth:`_report`), and the same on the
@@ -285,7 +324,7 @@ class StudyRunner:
         seconds per partition gradient (the median compute time of a worker-round becomes
         that times the partitions a worker computes per round, ``load·n``), and its report
         in ``normalised/report/``. A run that cannot be re-timed is recorded as failed."""
-        compute = self.spec.report.partition_compute
+        compute = self.partition_compute()
         if compute is None:
             return []
         root = self.out / "normalised"
@@ -296,3 +335,110 @@ class StudyRunner:
         if not (root / "runs").is_dir():
             return []
         return self._report(root / "runs", root / "report")
+
+    # --- the regime map ------------------------------------------------------------------
+
+    def write_map(self) -> list[Path]:
+        """The regime map of the finished runs in ``map/`` (:mod:`gclab.study.regime_map`):
+        ``regime_map.csv``, ``regime_map.md``, ``regime_map.png`` and, with real corners,
+        ``verify.md``. Nothing without a ``map`` section or before the baselines ran."""
+        grid = self.spec.map
+        if grid is None or not self.runs.is_dir():
+            return []
+        cells = self._map_cells()
+        baselines = {v: base for base, others in grid.baselines.items() for v in others}
+        rows = regime_map.compare_cells(cells, baselines, invalid=not self._valid())
+        if not rows:
+            return []
+        root = self.out / "map"
+        root.mkdir(parents=True, exist_ok=True)
+        losses = list(grid.losses)
+        regime_map.write_csv(rows, root / "regime_map.csv")
+        (root / "regime_map.md").write_text(
+            regime_map.markdown(rows, grid.rhos, losses), encoding="utf-8"
+        )
+        written = [root / "regime_map.csv", root / "regime_map.md"]
+        figure = regime_map.heat_maps(rows, grid.rhos, losses, root / "regime_map.png")
+        written += [figure] if figure else []
+        checked = self._map_verification(cells)
+        if checked:
+            (root / "verify.md").write_text(checked, encoding="utf-8")
+            written.append(root / "verify.md")
+        return written
+
+    def _map_cells(self) -> list[regime_map.Cell]:
+        """Every mapped variant's cell per seed, ρ and loss, from the study's runs."""
+        grid, target = self.spec.map, self.spec.report.target
+        c0 = self.spec.regime.partition_seconds
+        named = {v for base, others in grid.baselines.items() for v in (base, *others)}
+        cells = []
+        for variant in [v.label for v in variants(self.spec) if v.label in named]:
+            for seed in self.spec.seeds:
+                for loss, keys in grid.losses.items():
+                    source, delay = self._map_source(variant, loss, keys, seed)
+                    for rho in grid.rhos:
+                        outcome = None
+                        if source is not None:
+                            rto = rto_of(self.spec, rho)
+                            outcome = regime_map.cell_outcome(source, target, rto, c0, delay)
+                        cells.append(regime_map.Cell(variant, rho, loss, seed, outcome))
+        return cells
+
+    def _map_source(
+        self, variant: str, loss: str, keys: list[str], seed: int
+    ) -> tuple[Path | None, Any]:
+        """The run a cell comes from and the delay model to replay it under (None: keep
+        the run's): the real run at the map's loss where the study has one with the same
+        delay model, else the lossless run of an exact variant, replayed."""
+        delay = compose_run(self.spec, keys).delay
+        same = self.runs / variant / loss / f"seed{seed}"
+        if (same / "summary.json").is_file():
+            ran = OmegaConf.load(same / ".hydra" / "config.yaml").delay
+            if OmegaConf.to_container(ran) == OmegaConf.to_container(delay):
+                return same, None
+        lossless = self.runs / variant / self.spec.lossless / f"seed{seed}"
+        if (lossless / "summary.json").is_file():
+            return lossless, delay  # cell_outcome refuses it where the variant is stale
+        return None, None
+
+    def _map_verification(self, cells: list[regime_map.Cell]) -> str:
+        """The corners' real runs against the map's cells of their seeds, as a table."""
+        grid, target = self.spec.map, self.spec.report.target
+        mapped = {(c.variant, c.rho, c.loss, c.seed): c.outcome for c in cells}
+        pairs = []
+        for corner in grid.verify:
+            for seed in corner.seeds:
+                real_dir = (
+                    self.out
+                    / "map"
+                    / "runs"
+                    / f"{corner.run}/rho{corner.rho:g}/{corner.loss}/seed{seed}"
+                )
+                if not (real_dir / "summary.json").is_file():
+                    continue
+                rto = rto_of(self.spec, corner.rho)
+                c0 = self.spec.regime.partition_seconds
+                real = regime_map.cell_outcome(real_dir, target, rto, c0)
+                pairs.append((corner.run, corner.rho, corner.loss, seed, real,
+                              mapped.get((corner.run, corner.rho, corner.loss, seed))))  # fmt: skip
+        rows = regime_map.verify_rows(pairs)
+        if not rows:
+            return ""
+        header = "| variant | compute per round / rto | loss | real / map (95 % interval) | seeds |"
+        lines = [header, "|---|---|---|---|---|"]
+        for variant, rho, loss, ratio, count in rows:
+            shown = "–" if ratio is None else (
+                f"{ratio.mean:.3f} ({ratio.low:.3f}–{ratio.high:.3f})" if ratio.count > 1
+                else f"{ratio.mean:.3f}"
+            )  # fmt: skip
+            lines.append(f"| {variant} | {rho:g} | {loss} | {shown} | {count} |")
+        return "\n".join(lines) + "\n"
+
+    def _valid(self) -> bool:
+        """Whether the study's A/A control holds on the normalised clock's report (or the
+        measured one's without it), as written in its ``time_to_target.csv``."""
+        for report in (self.out / "normalised" / "report", self.out / "report"):
+            table = report / "aa_control.md"
+            if table.is_file():
+                return "fails" not in table.read_text(encoding="utf-8")
+        return True

@@ -18,6 +18,7 @@ import fnmatch
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
@@ -46,12 +47,34 @@ class VerifyPoint:
 
 
 @dataclass
+class Regime:
+    """The regime of a study in dimensionless terms, fixed before its runs: the baseline's
+    round (``report.baseline``, without loss) computes ``k`` partition gradients of
+    ``partition_seconds`` each (a pilot's measured speed), so
+
+    * ``compute_per_rto`` = k·partition_seconds / ``network.rto``;
+    * ``bytes_per_compute`` = (payload / ``network.bandwidth``) / (k·partition_seconds).
+
+    :func:`load_spec` checks that the experiment's config realises them (1 % tolerance),
+    and the normalised clock can take ``partition_seconds`` as its constant."""
+
+    partition_seconds: float = MISSING
+    compute_per_rto: float = MISSING
+    bytes_per_compute: float = MISSING
+
+
+@dataclass
 class ReportOptions:
     target: float | None = None
     baseline: str | None = None
     band: str = "ci"
-    #: Seconds per partition gradient of the normalised clock (``normalised/``), or None.
-    partition_compute: float | None = None
+    #: Seconds per partition gradient of the normalised clock (``normalised/``): a number,
+    #: ``regime`` (the spec's pre-registered ``regime.partition_seconds``), ``median`` (the
+    #: median of the runs' recorded ``partition_seconds``), or None for no normalised clock.
+    partition_compute: Any = None
+    #: What the normalised clock scales: ``compute`` (compute and server time, study v2) or
+    #: ``all`` (also the rto and the bytes' time: one change of unit, the regime as it ran).
+    normalise: str = "compute"
     #: Whether the normalised clock charges every run's recorded server time (scaled like
     #: its compute), also for runs whose config did not (``network.server_time=0``, or runs
     #: recorded before the clock charged it: their decode time alone).
@@ -67,6 +90,28 @@ class ReportOptions:
 
 
 @dataclass
+class MapCorner:
+    """A regime of the map run for real, for some seeds: its check (:mod:`regime_map`)."""
+
+    run: str  # a scheme variant
+    rho: float  # compute per round / rto
+    loss: str  # a loss label of ``map.losses``
+    seeds: list[int] = field(default_factory=lambda: [0])
+
+
+@dataclass
+class MapSpec:
+    """The regime map (:mod:`gclab.study.regime_map`): its grid, which baseline each
+    variant is compared with (``baselines``: baseline variant -> variants), and the
+    corners run for real."""
+
+    rhos: list[float] = field(default_factory=lambda: [0.03, 0.1, 0.3, 1.0, 3.0])
+    losses: dict[str, list[str]] = MISSING
+    baselines: dict[str, list[str]] = MISSING
+    verify: list[MapCorner] = field(default_factory=list)
+
+
+@dataclass
 class StudySpec:
     experiment: str = MISSING
     overrides: list[str] = field(default_factory=list)
@@ -74,6 +119,9 @@ class StudySpec:
     schemes: dict[str, list[str]] = MISSING
     #: Schemes run only in the ``lossless`` setting (an A/A arm that is no compared scheme).
     lossless_only: list[str] = field(default_factory=list)
+    #: Schemes run only under loss (e.g. a second stale rule, which changes nothing where
+    #: no job is late).
+    lossy_only: list[str] = field(default_factory=list)
     pipelines: list[Pipeline] = field(default_factory=lambda: [Pipeline.stale])
     stale_lr: list[StaleLR] = field(default_factory=lambda: [StaleLR.constant])
     losses: dict[str, list[str]] = MISSING
@@ -81,6 +129,15 @@ class StudySpec:
     shortcut: bool = True
     verify: list[VerifyPoint] = field(default_factory=list)
     report: ReportOptions = field(default_factory=ReportOptions)
+    #: The A/A control: two scheme labels with identical overrides, one arm run twice
+    #: through the same code; the second's runs draw their losses from ``network.stream=1``.
+    aa: list[str] = field(default_factory=list)
+    #: Running order within a loss setting: ``points`` (each variant over every seed, so
+    #: whole points come first) or ``seeds`` (every variant of a seed, then the next seed:
+    #: arms interleaved in time, so a drift of the machine's speed touches them alike).
+    order: str = "points"
+    regime: Regime | None = None
+    map: MapSpec | None = None
 
 
 def load_spec(path: Path | None = None, sets: list[str] | None = None) -> StudySpec:
@@ -98,6 +155,7 @@ def load_spec(path: Path | None = None, sets: list[str] | None = None) -> StudyS
         reason = str(exc).splitlines()[0]
         raise ConfigError(f"study spec {path} is invalid: {reason}.") from None
     _check(spec, path)
+    check_regime(spec, path)
     return spec
 
 
@@ -107,23 +165,53 @@ def _check(spec: StudySpec, path: Path) -> None:
             f"study spec {path}: lossless={spec.lossless!r} is not one of the losses "
             f"({', '.join(spec.losses)})."
         )
-    strays = [label for label in spec.lossless_only if label not in spec.schemes]
-    if strays:
-        raise ConfigError(
-            f"study spec {path}: lossless_only={strays!r} names no scheme of the study "
-            f"({', '.join(spec.schemes)})."
-        )
+    for key in ("lossless_only", "lossy_only"):
+        strays = [label for label in getattr(spec, key) if label not in spec.schemes]
+        if strays:
+            raise ConfigError(
+                f"study spec {path}: {key}={strays!r} names no scheme of the study "
+                f"({', '.join(spec.schemes)})."
+            )
     if spec.report.band not in BANDS:
         raise ConfigError(
             f"study spec {path}: report.band={spec.report.band!r} is invalid: it must be one "
             f"of {', '.join(BANDS)}."
         )
     compute = spec.report.partition_compute
-    if compute is not None and not compute > 0:
+    named = compute in ("median", "regime")
+    if compute is not None and not named and not (_positive(compute)):
         raise ConfigError(
             f"study spec {path}: report.partition_compute={compute!r} is invalid: it must be "
-            "a positive number of seconds (or null for no normalised clock)."
+            "a positive number of seconds, 'regime', 'median', or null (no normalised clock)."
         )
+    if compute == "regime" and spec.regime is None:
+        raise ConfigError(
+            f"study spec {path}: report.partition_compute='regime' needs a regime section "
+            "with the pre-registered partition_seconds."
+        )
+    if spec.report.normalise not in ("compute", "all"):
+        raise ConfigError(
+            f"study spec {path}: report.normalise={spec.report.normalise!r} is invalid: it "
+            "must be 'compute' or 'all'."
+        )
+    if spec.order not in ("points", "seeds"):
+        raise ConfigError(
+            f"study spec {path}: order={spec.order!r} is invalid: it must be 'points' or 'seeds'."
+        )
+    if spec.map is not None:
+        _check_map(spec, path)
+    if spec.aa:
+        if len(spec.aa) != 2 or any(label not in spec.schemes for label in spec.aa):
+            raise ConfigError(
+                f"study spec {path}: aa={spec.aa!r} is invalid: it names two scheme labels "
+                f"of the study ({', '.join(spec.schemes)})."
+            )
+        a, b = (spec.schemes[label] for label in spec.aa)
+        if list(a) != list(b):
+            raise ConfigError(
+                f"study spec {path}: aa={spec.aa!r} is no A/A pair: its arms' overrides differ "
+                f"({a} against {b}); an A/A control runs one arm twice, with identical overrides."
+            )
     options = spec.report
     if options.horizon is not None and not 0 < options.horizon < math.inf:
         raise ConfigError(
@@ -154,6 +242,72 @@ def _check(spec: StudySpec, path: Path) -> None:
                 f"study spec {path}: verify point {point.run}/{point.loss}/seed{point.seed} names "
                 "a loss setting or seed the study does not run."
             )
+
+
+def _check_map(spec: StudySpec, path: Path) -> None:
+    grid = spec.map
+    if spec.regime is None:
+        raise ConfigError(
+            f"study spec {path}: a map needs the regime section (its grid is stated in the "
+            "regime's terms)."
+        )
+    if not grid.rhos or not all(_positive(rho) for rho in grid.rhos):
+        raise ConfigError(
+            f"study spec {path}: map.rhos={list(grid.rhos)!r} is invalid: it must list "
+            "compute-per-rto values > 0."
+        )
+    named = [v for base, others in grid.baselines.items() for v in (base, *others)]
+    strays = [label for label in named if label not in spec.schemes]
+    if strays:
+        raise ConfigError(
+            f"study spec {path}: map.baselines names {strays!r}, none of the schemes "
+            f"({', '.join(spec.schemes)})."
+        )
+    for corner in grid.verify:
+        if corner.run not in named or corner.loss not in grid.losses or corner.rho not in grid.rhos:
+            raise ConfigError(
+                f"study spec {path}: map.verify point {corner.run}/rho{corner.rho}/{corner.loss} "
+                "is not a cell of the map (a mapped variant, one of map.rhos and map.losses)."
+            )
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def check_regime(spec: StudySpec, path: Path | str = "the spec") -> dict[str, float]:
+    """The regime the experiment's config realises for the baseline's lossless round
+    (``compute_per_rto``, ``bytes_per_compute``, from ``regime.partition_seconds``, and the
+    round's ``partitions``); a :class:`ConfigError` if it differs from the spec's
+    ``regime`` by more than 1 %."""
+    regime, baseline = spec.regime, spec.report.baseline
+    if regime is None:
+        return {}
+    if baseline not in spec.schemes:
+        raise ConfigError(
+            f"study spec {path}: a regime is stated for the baseline's round, and "
+            f"report.baseline={baseline!r} is none of the schemes ({', '.join(spec.schemes)})."
+        )
+    cfg = compose_run(spec, [*spec.schemes[baseline], *spec.losses[spec.lossless]])
+    scheme = instantiate_scheme(cfg)
+    model = instantiate_checked(cfg.model, num_classes=cfg.model.num_classes or 10)
+    payload = 4 * sum(p.numel() for p in model.parameters())
+    compute = scheme.load * scheme.n * regime.partition_seconds
+    bandwidth = cfg.network.bandwidth
+    realised = {
+        "partitions": scheme.load * scheme.n,
+        "compute_per_rto": compute / cfg.network.rto,
+        "bytes_per_compute": 0.0 if bandwidth is None else payload / bandwidth / compute,
+    }
+    for key in ("compute_per_rto", "bytes_per_compute"):
+        value, stated = realised[key], getattr(regime, key)
+        if not math.isclose(value, stated, rel_tol=0.01):
+            raise ConfigError(
+                f"study spec {path}: regime.{key}={stated} is not what the runs' config "
+                f"realises ({value:.4g} for {baseline}'s round of {scheme.load * scheme.n:g} "
+                f"partitions at {regime.partition_seconds} s); fix the experiment or the regime."
+            )
+    return realised
 
 
 @dataclass(frozen=True)
@@ -203,12 +357,15 @@ class Variant:
 
 
 def variants(spec: StudySpec) -> list[Variant]:
-    """Every scheme variant of the study, in spec order."""
+    """Every scheme variant of the study, in spec order. A scheme whose overrides set
+    ``train.pipeline`` is one variant, as given; another with T > 0 expands over the
+    spec's ``pipelines`` and ``stale_lr``."""
     out = []
     for label, overrides in spec.schemes.items():
         cfg = compose_run(spec, overrides)
         scheme = instantiate_scheme(cfg)
-        if scheme.T == 0:
+        explicit = any(key.startswith("train.pipeline=") for key in overrides)
+        if scheme.T == 0 or explicit:  # as given: no pipelines or stale rules to expand
             replayable = not_replayable(cfg, scheme) is None
             out.append(Variant(label, label, tuple(overrides), replayable))
             continue
@@ -237,9 +394,11 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
     The order puts whole points first, so that a study stopped part-way has every seed of
     the points it has: the lossless real runs (each variant over every seed), then the
     replays of the exact variants, then the real runs under loss, loss setting by loss
-    setting (each variant over every seed); a ``lossless_only`` scheme has no units
-    under loss. The runner starts the verification runs once
-    the replays are written. Every scheme and loss setting is composed and built first:
+    setting (each variant over every seed); a ``lossless_only`` scheme has no units under
+    loss. With ``order: seeds`` the real runs go seed by seed instead (every loss setting
+    and variant of a seed before the next seed), then the replays. The A/A arm's second
+    label (``aa``) runs with ``network.stream=1``. The runner starts the verification runs
+    once the replays are written. Every scheme and loss setting is composed and built first:
     a bad one fails here, before any run.
     """
     faulty = set()  # loss settings that inject faults: a replay does not model them
@@ -249,23 +408,27 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
         if any(cfg.faults[kind] for kind in cfg.faults):
             faulty.add(loss)
     all_variants = variants(spec)
+    replicate = spec.aa[1] if spec.aa else None  # the A/A arm's second run: its own losses
     lossless, replays, lossy = [], [], []
     for loss, loss_keys in spec.losses.items():
-        for variant in all_variants:
+        for variant, seed in [(v, seed) for v in all_variants for seed in spec.seeds]:
             if loss != spec.lossless and variant.scheme in spec.lossless_only:
                 continue
-            for seed in spec.seeds:
-                name = f"{variant.label}/{loss}/seed{seed}"
-                overrides = (*variant.overrides, *loss_keys, f"seed={seed}")
-                if loss == spec.lossless:
-                    if not variant.lossy_only:
-                        lossless.append(Unit(name, overrides))
-                elif spec.shortcut and variant.replayable and loss not in faulty:
-                    source = f"{variant.label}/{spec.lossless}/seed{seed}"
-                    replays.append(Unit(name, overrides, source))
-                else:
-                    lossy.append(Unit(name, overrides))
+            name = f"{variant.label}/{loss}/seed{seed}"
+            stream = ("network.stream=1",) if variant.scheme == replicate else ()
+            overrides = (*variant.overrides, *loss_keys, *stream, f"seed={seed}")
+            if loss == spec.lossless:
+                if not variant.lossy_only and variant.scheme not in spec.lossy_only:
+                    lossless.append(Unit(name, overrides))
+            elif spec.shortcut and variant.replayable and loss not in faulty:
+                source = f"{variant.label}/{spec.lossless}/seed{seed}"
+                replays.append(Unit(name, overrides, source))
+            else:
+                lossy.append(Unit(name, overrides))
     units = lossless + replays + lossy
+    if spec.order == "seeds":  # every real run of a seed, then the next seed; replays last
+        real = sorted(lossless + lossy, key=lambda u: spec.seeds.index(_seed(u)))
+        units = real + replays
     by_name = {unit.name: unit for unit in units}
     checks = []
     for point in spec.verify:
@@ -277,6 +440,10 @@ def plan(spec: StudySpec) -> tuple[list[Unit], list[Unit]]:
             )
         checks.append(Unit(name, by_name[name].overrides))
     return units, checks
+
+
+def _seed(unit: Unit) -> int:
+    return int(unit.name.rsplit("/seed", 1)[1])
 
 
 def select(
@@ -299,3 +466,38 @@ def select(
         return any(fnmatch.fnmatchcase(unit.name, pattern) for pattern in patterns)
 
     return [u for u in units if chosen(u)], [u for u in checks if chosen(u)]
+
+
+def map_units(spec: StudySpec) -> list[Unit]:
+    """The real runs of the map's corners (``map.verify``), named
+    ``<variant>/rho<ρ>/<loss>/seed<k>``: the variant's overrides, the map loss's, and the
+    rto of ρ for the baseline's round (:func:`rto_of`)."""
+    if spec.map is None:
+        return []
+    overrides = {v.label: v.overrides for v in variants(spec)}
+    base = compose_run(spec, []).train.time_budget
+    units = []
+    for corner in spec.map.verify:
+        # a longer rto slows every round down to at most rto/rto0 times: so the budget
+        stretch = max(1.0, spec.regime.compute_per_rto / corner.rho)
+        budget = () if base is None else (f"train.time_budget={base * stretch:.6g}",)
+        for seed in corner.seeds:
+            units.append(
+                Unit(
+                    f"{corner.run}/rho{corner.rho:g}/{corner.loss}/seed{seed}",
+                    (
+                        *overrides[corner.run],
+                        *spec.map.losses[corner.loss],
+                        f"network.rto={rto_of(spec, corner.rho):.6g}",
+                        *budget,
+                        f"seed={seed}",
+                    ),
+                )
+            )
+    return units
+
+
+def rto_of(spec: StudySpec, rho: float) -> float:
+    """The rto at which the baseline's round has compute per rto ``rho``: k·partition
+    seconds / ρ (the regime's pre-registered partition time)."""
+    return check_regime(spec)["partitions"] * spec.regime.partition_seconds / rho

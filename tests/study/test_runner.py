@@ -256,7 +256,7 @@ def test_only_runs_the_units_named_like_a_pattern(tmp_path, capsys, monkeypatch)
     assert [line.split(":")[0] for line in listing[:2]] == [
         "classic_cr/none/seed0", "classic_cr/lossy/seed0",
     ]  # fmt: skip
-    assert listing[2:] == ["1 real runs, 1 replays, 0 verification runs"]
+    assert listing[2:] == ["1 real runs, 1 replays, 0 verification runs, 0 map corners"]
     launched: list[str] = []
 
     def launch(self, unit, run_dir, resume):

@@ -10,7 +10,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from gclab.errors import ConfigError
-from gclab.study.spec import PACKET_LOSS, load_spec, plan
+from gclab.study.spec import PACKET_LOSS, check_regime, load_spec, map_units, plan, rto_of
 
 
 def test_the_packet_loss_study_runs_stale_pipelines_for_real_and_replays_the_rest():
@@ -74,7 +74,13 @@ lossless: none
         (["seedz=[1]"], r"Key 'seedz' not in 'StudySpec'"),
         (["lossless=nothing"], r"lossless='nothing' is not one of the losses"),
         (["report.band=iqr"], r"report\.band='iqr' is invalid"),
-        (["report.partition_compute=0"], r"partition_compute=0\.0 is invalid: it must"),
+        (["report.partition_compute=0"], r"partition_compute=0 is invalid: it must"),
+        (["report.partition_compute=regime"], r"'regime' needs a regime section"),
+        (["report.normalise=rto"], r"report\.normalise='rto' is invalid"),
+        (["order=random"], r"order='random' is invalid: it must be 'points' or 'seeds'"),
+        (["aa=[uncoded,pipelined_cr]"], r"is no A/A pair: its arms' overrides differ"),
+        (["aa=[uncoded]"], r"aa=\['uncoded'\] is invalid: it names two scheme labels"),
+        (["lossy_only=[nope]"], r"lossy_only=\['nope'\] names no scheme of"),
         (["report.horizon=-1"], r"report\.horizon=-1\.0 is invalid: it must be a positive"),
         (["report.aa=[uncoded]", "report.target=0.5"], r"report\.aa=\['uncoded'\] is invalid"),
         (["report.aa=[uncoded,x]"], r"it names two groups \(an A/A pair\) and needs a report"),
@@ -121,3 +127,75 @@ def test_the_cli_lists_the_units_and_refuses_a_bad_spec(tmp_path: Path):
     proc = subprocess.run([*command, "--set", "lossless=x"], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr.startswith("gclab.study: error: study spec")
     assert "Traceback" not in proc.stderr
+
+
+AA = """
+experiment: smoke
+seeds: [0, 1]
+schemes:
+  uncoded: [scheme=uncoded]
+  uncoded_aa: [scheme=uncoded]
+  sgc: [scheme=sr_sgc, scheme.B=1, scheme.W=2, scheme.lam=1, train.pipeline=stale,
+        train.stale_lr=scaled, train.lr=0.1]
+  sgc_x2: [scheme=sr_sgc, scheme.B=1, scheme.W=2, scheme.lam=1, train.pipeline=interleaved,
+           train.models=2]
+aa: [uncoded, uncoded_aa]
+lossy_only: [sgc_x2]
+losses: {none: [delay=none], lossy: [delay=bernoulli, delay.p=0.1]}
+lossless: none
+shortcut: false
+order: seeds
+"""
+
+
+def test_the_a_a_arm_runs_the_same_overrides_on_its_own_loss_stream_seed_by_seed(tmp_path):
+    """The A/A arm's runs differ from its twin's in network.stream alone; a scheme whose
+    overrides name its pipeline is one variant as given; lossy_only keeps it out of the
+    lossless setting; order=seeds runs every real run of a seed before the next seed."""
+    (tmp_path / "aa.yaml").write_text(AA)
+    units, _ = plan(load_spec(tmp_path / "aa.yaml"))
+    by_name = {u.name: u for u in units}
+    twin, aa = by_name["uncoded/lossy/seed1"], by_name["uncoded_aa/lossy/seed1"]
+    assert [k for k in aa.overrides if k not in twin.overrides] == ["network.stream=1"]
+    assert by_name["sgc/lossy/seed0"].overrides[-4:] == (
+        "train.lr=0.1", "delay=bernoulli", "delay.p=0.1", "seed=0",
+    )  # fmt: skip
+    assert "sgc_x2/none/seed0" not in by_name and "sgc_x2/lossy/seed0" in by_name
+    seeds = [u.name.rsplit("seed", 1)[1] for u in units]
+    assert seeds == sorted(seeds) and len(units) == 2 * (3 + 4)
+
+
+REGIME = """
+experiment: packet_loss_v3
+schemes: {classic_fr: [scheme=classic_fr, scheme.s=1]}
+losses: {none: [delay=none]}
+lossless: none
+report: {baseline: classic_fr, target: 0.6}
+regime: {partition_seconds: 0.013, compute_per_rto: 0.3, bytes_per_compute: 0.25}
+map:
+  rhos: [0.1, 3.0]
+  losses: {b: [delay=bernoulli, delay.p=0.2]}
+  baselines: {classic_fr: []}
+  verify: [{run: classic_fr, rho: 0.1, loss: b, seeds: [0, 1]}]
+"""
+
+
+def test_the_regime_is_checked_against_the_config_and_sets_the_corners_rto(tmp_path):
+    """The spec's regime is what the experiment realises (the baseline's round of 2
+    partitions of 0.013 s over the rto 0.0867 s); a regime the config does not realise
+    fails in one sentence; a map corner runs at the rto of its compute per rto, with a
+    budget stretched as far as the rto is."""
+    (tmp_path / "r.yaml").write_text(REGIME)
+    spec = load_spec(tmp_path / "r.yaml")
+    realised = check_regime(spec)
+    assert realised["partitions"] == 2
+    assert realised["compute_per_rto"] == pytest.approx(0.026 / 0.0867)
+    assert rto_of(spec, 0.3) == pytest.approx(0.0866667, rel=1e-5)
+    corners = map_units(spec)
+    assert [u.name for u in corners] == ["classic_fr/rho0.1/b/seed0", "classic_fr/rho0.1/b/seed1"]
+    assert "network.rto=0.26" in corners[0].overrides
+    assert "train.time_budget=375" in corners[0].overrides  # 125 s stretched 3x
+    with pytest.raises(ConfigError, match=r"regime\.compute_per_rto=0\.5 is not what the runs"):
+        load_spec(tmp_path / "r.yaml", ["regime.compute_per_rto=0.5"])
+    with pytest.raises(ConfigError, match=r"map\.verify point classic_fr/rho0\.2/b is not a cell"):
+        load_spec(tmp_path / "r.yaml", ["map.verify=[{run: classic_fr, rho: 0.2, loss: b}]"])
