@@ -197,9 +197,14 @@ IGNORED = ("hydra", "delay", "resume", "logger")
 LEGACY = {
     "network.server_time": 0.0,
     "network.stream": 0,
+    "train.models": None,
+    "train.lrs": None,
+    "train.confirm_target": False,
     "adapt": {"_target_": "gclab.adapt.options.Off"},
 }
 
+
+MISSING_KEY = object()
 
 #: Classes that moved to other modules after some archived runs were recorded: the
 #: ``_target_`` those runs name, and where the class is now.
@@ -214,7 +219,7 @@ def source_config(source: Path) -> DictConfig:
     the values it ran under, and the classes it names where they are now (:data:`MOVED`)."""
     cfg = OmegaConf.load(source / ".hydra" / "config.yaml")
     for key, value in LEGACY.items():
-        if OmegaConf.select(cfg, key) is None:
+        if OmegaConf.select(cfg, key, default=MISSING_KEY) is MISSING_KEY:
             OmegaConf.update(cfg, key, value, force_add=True)
     _move_targets(cfg)
     return cfg
