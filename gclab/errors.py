@@ -73,3 +73,7 @@ def under(path: str) -> Iterator[None]:
 
 class DecodeError(RuntimeError):
     """A gradient could not be decoded correctly (never silently applied)."""
+
+
+class DivergedError(RuntimeError):
+    """Training diverged: the weights hold non-finite values (the run stops, naming when)."""

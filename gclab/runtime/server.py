@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from gclab.coding.contract import Decoder, Scheme
-from gclab.errors import under
+from gclab.errors import DivergedError, under
 from gclab.ml.batches import BatchPlan, Normalizer, shard_indices
 from gclab.ml.data import ImageData
 from gclab.ml.gradients import FlatModel, evaluate
@@ -285,6 +285,13 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             continue
         wall_start = time.perf_counter()
         state = server.state()
+        if not np.isfinite(state).all():  # every worker would send non-finite packets
+            rates = ", ".join(f"{lr:g}" for lr in plan.lrs or [])
+            raise DivergedError(
+                f"training diverged: after {server.next_job} jobs (round {r}) the weights hold "
+                f"non-finite values; lower the learning rate (train.lr{'s' if ',' in rates else ''}"
+                f"{' ' + rates if rates else ''})."
+            )
         broadcasts[r] = state, pool.broadcast(state)  # once: every worker reads this copy
         if r < plan.num_jobs:
             server.start(r)

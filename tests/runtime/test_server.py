@@ -6,6 +6,7 @@ import torch
 from threadpoolctl import threadpool_info
 
 from gclab.app import build, run
+from gclab.errors import DivergedError
 from gclab.ml import gradients as ml_gradients
 from gclab.runtime import server as server_module
 from gclab.runtime.server import ParameterServer, worker_setup
@@ -176,3 +177,11 @@ def test_a_subset_crossing_is_confirmed_on_the_whole_test_set_for_every_model(
     assert summary["time_to_first"] == evals[4]["virtual_time"]
     assert summary["time_to_target"] == evals[6]["virtual_time"] > summary["time_to_first"]
     assert summary["jobs"] == 8
+
+
+def test_a_run_whose_weights_turn_non_finite_stops_saying_it_diverged(tmp_path):
+    cfg = compose_config([*TINY, "train.rounds=6", "train.lr=1e30", "train.momentum=0"])
+    with pytest.raises(DivergedError, match=r"training diverged: after \d+ jobs \(round \d+\) "
+                       r"the weights hold non-finite values; lower the learning rate "
+                       r"\(train.lr 1e\+30\)\.$"):  # fmt: skip
+        run(cfg, tmp_path, start_pool=in_process)
