@@ -24,13 +24,13 @@ from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError, under
-from gclab.interrupts import Stop, handled, stop_of
 from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol, check_recovery
-from gclab.resumehint import stopped_sentence
-from gclab.rundir import check_run_dir, config_text
-from gclab.runlock import DirectoryInUse, release, take
+from gclab.rundir.guard import check_run_dir, config_text
+from gclab.rundir.interrupts import Stop, handled, stop_of
+from gclab.rundir.lock import DirectoryInUse, release, take
+from gclab.rundir.resumehint import stopped_sentence
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked, instantiate_scheme
 
@@ -311,7 +311,7 @@ def _run(
 def _hydra_main(cfg: DictConfig) -> float | None:
     """Hydra's task function. In a sweep, a failing job is recorded and the sweep goes on.
 
-    A run stopped from outside (:mod:`gclab.interrupts`) records the sentence that says
+    A run stopped from outside (:mod:`gclab.rundir.interrupts`) records the sentence that says
     how to resume it and ends the process (a sweep too).
     """
     hydra_cfg = HydraConfig.get()
@@ -358,7 +358,7 @@ def _failed(exc: Exception, run_dir: Path, multirun: bool, job: int | None) -> N
 
 def main() -> None:
     """``python -m gclab``: bad input exits 2 with one line, a run stopped from outside
-    exits with its own code and one line (:mod:`gclab.interrupts`), anything else shows
+    exits with its own code and one line (:mod:`gclab.rundir.interrupts`), anything else shows
     its traceback."""
     with handled():
         run_app(_hydra_main, "config")

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from gclab.app import build, run
 from gclab.errors import ConfigError
-from gclab.rundir import config_text
+from gclab.rundir.guard import config_text
 from gclab.runtime import cluster as cluster_module
 from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare

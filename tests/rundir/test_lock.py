@@ -1,5 +1,5 @@
-"""The run directory's lock (gclab/runlock.py) and the keys a resume may change
-(gclab/rundir.py): fast, in this process and one holder process."""
+"""The run directory's lock (gclab/rundir/lock.py) and the keys a resume may change
+(gclab/rundir/guard.py): fast, in this process and one holder process."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from omegaconf import OmegaConf
 
 from gclab.app import run
 from gclab.errors import ConfigError
-from gclab.rundir import WHERE_KEYS, RunDirGuard
-from gclab.runlock import LOCK_FILE, DirectoryInUse, release, take
+from gclab.rundir.guard import WHERE_KEYS, RunDirGuard
+from gclab.rundir.lock import LOCK_FILE, DirectoryInUse, release, take
 from helpers.config import TINY, compose_config, hydra_config
 from helpers.inprocess import in_process
 
@@ -24,7 +24,7 @@ from helpers.inprocess import in_process
 HOLDER = """
 import sys, time
 from pathlib import Path
-from gclab.runlock import take
+from gclab.rundir.lock import take
 take(Path(sys.argv[1]), "it")
 print("held", flush=True)
 time.sleep(600)
