@@ -46,7 +46,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from gclab import CONF_DIR
-from gclab.errors import ConfigError
+from gclab.errors import REFUSED, ConfigError
 from gclab.rundir.interrupts import Stop, stop_of
 
 #: How each app's line for a validation failure starts (by primary config).
@@ -122,7 +122,7 @@ def fail(prefix: str, message: str) -> NoReturn:
     Hydra callback: Hydra turns what a callback raises into a warning and goes on.
     """
     print(f"{prefix}{message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(REFUSED)
 
 
 @contextmanager
