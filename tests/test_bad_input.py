@@ -31,7 +31,7 @@ from gclab.rundir.guard import config_text
 from gclab.runtime import cluster as cluster_module
 from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare
-from gclab.sim.engine import simulate
+from gclab.sim.engine import simulate, unit_time
 from gclab.tracking.artifacts import save_checkpoint
 from helpers.config import TINY, compose_config
 from helpers.net import free_port
@@ -285,8 +285,8 @@ def sim_error(extra: list[str]) -> ConfigError:
     cfg = compose_config(extra, name="sim")
     with pytest.raises((ConfigError, InstantiationException)) as info:
         scheme, delay, network, _ = prepare(cfg)
-        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time,
-                 cfg.sim.payload_bytes)  # fmt: skip
+        compute = unit_time(cfg.sim.unit_time, delay)
+        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, compute, cfg.sim.payload_bytes)
     cause: BaseException | None = info.value
     while cause is not None and not isinstance(cause, ConfigError):
         cause = cause.__cause__
