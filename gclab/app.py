@@ -24,13 +24,13 @@ from gclab.adapt.decide import controller, require_static
 from gclab.cli import PREFIXES, fail, run_app
 from gclab.config import Pipeline
 from gclab.errors import ConfigError, under
-from gclab.interrupts import Stop, handled, stop_of
 from gclab.ml.evalset import subset_indices
 from gclab.ml.optim import make_optimizer
 from gclab.network.protocol import NetworkConfig, RoundProtocol, check_recovery
-from gclab.resumehint import stopped_sentence
-from gclab.rundir import check_run_dir, config_text
-from gclab.runlock import DirectoryInUse, release, take
+from gclab.rundir.guard import check_run_dir, config_text
+from gclab.rundir.interrupts import Stop, handled, stop_of
+from gclab.rundir.lock import DirectoryInUse, held, released
+from gclab.rundir.resumehint import stopped_sentence
 from gclab.runtime.faults import FaultConfig, Faults
 from gclab.schemas import instantiate_checked, instantiate_scheme
 
@@ -258,11 +258,8 @@ def run(
     :func:`gclab.runtime.server.train`).
     """
     plan, logger = build(cfg)  # bad input fails before the directory is touched
-    take(run_dir, f"the run directory {run_dir}", lambda: check_run_dir(cfg, run_dir))
-    try:
+    with held(run_dir, f"the run directory {run_dir}", lambda: check_run_dir(cfg, run_dir)):
         return _run(cfg, run_dir, plan, logger, name, group, tags, start_pool)
-    finally:
-        release(run_dir)
 
 
 def _run(
@@ -287,31 +284,30 @@ def _run(
         "payload_bytes": plan.protocol.links.payload,  # what a replay's links need
         "models": plan.models, "commit": code_version(),
     }  # fmt: skip
-    recorder = RunRecorder(
-        run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),
-        checkpointed=cfg.train.checkpoint_every > 0,
-    )  # fmt: skip
-    logger.start(
-        OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
-        run_dir,
-        name or plan.scheme.describe(),
-        group,
-        tags or [],
-        resume=cfg.resume,
-    )
-    summary = None
-    try:
-        summary = train(plan, recorder, start_pool)
-        return summary
-    finally:
-        recorder.close(summary, failed=summary is None)
+
+    def record() -> RunRecorder:
+        recorder = RunRecorder(
+            run_dir, logger, cfg.train.target_accuracy, extra, config_text(cfg),
+            checkpointed=cfg.train.checkpoint_every > 0,
+        )  # fmt: skip
+        logger.start(
+            OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True),
+            run_dir,
+            name or plan.scheme.describe(),
+            group,
+            tags or [],
+            resume=cfg.resume,
+        )
+        return recorder
+
+    return train(plan, record, start_pool)
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
 def _hydra_main(cfg: DictConfig) -> float | None:
     """Hydra's task function. In a sweep, a failing job is recorded and the sweep goes on.
 
-    A run stopped from outside (:mod:`gclab.interrupts`) records the sentence that says
+    A run stopped from outside (:mod:`gclab.rundir.interrupts`) records the sentence that says
     how to resume it and ends the process (a sweep too).
     """
     hydra_cfg = HydraConfig.get()
@@ -358,7 +354,8 @@ def _failed(exc: Exception, run_dir: Path, multirun: bool, job: int | None) -> N
 
 def main() -> None:
     """``python -m gclab``: bad input exits 2 with one line, a run stopped from outside
-    exits with its own code and one line (:mod:`gclab.interrupts`), anything else shows
-    its traceback."""
-    with handled():
+    exits with its own code and one line (:mod:`gclab.rundir.interrupts`), anything else shows
+    its traceback. Whatever ends it, the run directory's lock is let go, and a refusal
+    leaves it as it was found (:func:`gclab.rundir.lock.released`)."""
+    with handled(), released():
         run_app(_hydra_main, "config")

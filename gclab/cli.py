@@ -19,7 +19,7 @@ by itself:
 A validation failure (a :class:`ConfigError`, from :func:`prepare` or from the app, or
 a schema error while Hydra composes the config: unknown option, misspelt key, wrong
 type, a value outside its key's choices) prints one line and exits 2
-(:func:`run_app`). A run stopped from outside (:class:`gclab.interrupts.Stop`: SIGINT,
+(:func:`run_app`). A run stopped from outside (:class:`gclab.rundir.interrupts.Stop`: SIGINT,
 SIGTERM, a lost Ray cluster) prints its one line and exits 130, 143 or 3. Anything
 else is a bug or a failure of the environment: Python prints its traceback and the
 process exits 1. Hydra would print schema errors on several lines and exit 1, so Hydra
@@ -46,8 +46,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from gclab import CONF_DIR
-from gclab.errors import ConfigError
-from gclab.interrupts import Stop, stop_of
+from gclab.errors import REFUSED, ConfigError
+from gclab.rundir.interrupts import Stop, stop_of
 
 #: How each app's line for a validation failure starts (by primary config).
 PREFIXES = {"config": "gclab: error: ", "sim": "gclab.sim: "}
@@ -122,7 +122,7 @@ def fail(prefix: str, message: str) -> NoReturn:
     Hydra callback: Hydra turns what a callback raises into a warning and goes on.
     """
     print(f"{prefix}{message}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(REFUSED)
 
 
 @contextmanager

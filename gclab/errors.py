@@ -6,6 +6,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: Exit code of a process that refuses bad input (one sentence on stderr,
+#: :func:`gclab.cli.fail`).
+REFUSED = 2
+
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message names it and what would be valid.

@@ -4,8 +4,9 @@ Each case names the bad value and what would be valid. Value errors are
 :class:`ConfigError` raised by ``gclab.app.build`` (which never touches Ray) or by the
 simulator's ``prepare``; schema errors (unknown option, misspelt key, wrong type) are
 Hydra's ``ConfigCompositionException`` at compose time. The CLI cases at the end check
-what a user sees: exit code 2, one ``gclab: error:`` line on stderr (schema errors too)
-and no traceback.
+what a user sees: exit code 2, one ``gclab: error:`` line on stderr (schema errors too),
+no traceback, and the run directory as it was but for error.txt and Hydra's record (no
+lock file: a refusal found after the Hydra callback locked the directory lets it go).
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from gclab.app import build, run
 from gclab.errors import ConfigError
-from gclab.rundir import config_text
+from gclab.rundir.guard import config_text
 from gclab.runtime import cluster as cluster_module
 from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare
-from gclab.sim.engine import simulate
+from gclab.sim.engine import simulate, unit_time
 from gclab.tracking.artifacts import save_checkpoint
 from helpers.config import TINY, compose_config
 from helpers.net import free_port
@@ -284,8 +285,8 @@ def sim_error(extra: list[str]) -> ConfigError:
     cfg = compose_config(extra, name="sim")
     with pytest.raises((ConfigError, InstantiationException)) as info:
         scheme, delay, network, _ = prepare(cfg)
-        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time,
-                 cfg.sim.payload_bytes)  # fmt: skip
+        compute = unit_time(cfg.sim.unit_time, delay)
+        simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, compute, cfg.sim.payload_bytes)
     cause: BaseException | None = info.value
     while cause is not None and not isinstance(cause, ConfigError):
         cause = cause.__cause__
@@ -367,6 +368,19 @@ def test_resume_of_a_run_an_older_gclab_wrote_says_so(tmp_path: Path, resume_cfg
     )
 
 
+def test_a_run_refused_as_its_workers_start_leaves_the_directory_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """No cluster, or no room on it, is found once the lock is held: nothing is written."""
+
+    def no_room(*args: object) -> None:
+        raise ConfigError("the worker actors can never start: they ask for 64 CPUs.")
+
+    with pytest.raises(ConfigError, match="can never start"):
+        run(compose_config(BASE), tmp_path / "made" / "run", start_pool=no_room)
+    assert list(tmp_path.iterdir()) == []  # no lock, no metrics.jsonl, not even the folders
+
+
 def test_cluster_address_nobody_listens_on_fails_in_the_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -397,6 +411,10 @@ CLI_CASES = [
      "gclab: error: data.root is missing: give it on the command line, e.g. data.root=..."),
     ("resume-without-checkpoint", "gclab", [*BASE, "resume=true"], 2,
      "gclab: error: resume=true but "),
+    ("target-above-one", "gclab", [*BASE, "train.target_accuracy=1.5"], 2,
+     "gclab: error: train.target_accuracy=1.5 must be in (0, 1] or null."),
+    ("address-nobody-listens-on", "gclab", [*BASE, "cluster=ray", "cluster.address=127.0.0.1:1"],
+     2, "gclab: error: cluster.address='127.0.0.1:1': no Ray cluster answered"),
     ("unknown-scheme", "gclab", [*BASE, "scheme=nope"], 2,
      "gclab: error: In 'config': Could not find 'scheme/nope'. Available options in 'scheme': "),
     ("misspelt-key", "gclab", [*BASE, "train.lrr=0.1"], 2,
@@ -477,4 +495,5 @@ def test_cli_exits_with_one_line_and_no_traceback(
     assert proc.stderr.strip().count("\n") == 0, proc.stderr[-2000:]  # one line, nothing else
     assert proc.stderr.startswith(line), proc.stderr[-2000:]
     assert "Started a local Ray" not in proc.stderr
-    assert not (out / "metrics.jsonl").exists() and not (out / "summary.json").exists()
+    # as it was found (empty), but for error.txt and Hydra's record: no lock, no metrics
+    assert {p.name for p in out.iterdir()} <= {".hydra", "error.txt", "gclab.log", "gclab.sim.log"}

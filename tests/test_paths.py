@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import gclab.sim.config  # noqa: F401  (registers the simulator's schema)
 from gclab import CONF_DIR
-from gclab.rundir import config_text
+from gclab.rundir.guard import config_text
 
 REPO = CONF_DIR.parents[1]
 VARIABLES = {

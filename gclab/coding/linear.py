@@ -27,6 +27,7 @@ from gclab.coding.numerics import (
     least_squares_weights,
     residual,
 )
+from gclab.coding.partial import partial_sum
 from gclab.errors import DecodeError
 
 
@@ -254,8 +255,6 @@ class LinearDecoder(Decoder):
         )
 
     def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
-        from gclab.coding.partial import partial_sum  # it builds on this module
-
         packets = self._arrived.pop(job, {})
         self._decoded.add(job)
         return partial_sum(self.scheme, packets, self.grad_size)

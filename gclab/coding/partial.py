@@ -11,15 +11,32 @@ step is taken is the batch gradient (docs/design.md, "Partial recovery").
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
-from gclab.coding.linear import LinearScheme
+from gclab.coding.contract import Part
 from gclab.coding.numerics import RESIDUAL_TOL, combine
 from gclab.errors import DecodeError
 
 
+class Covering(Protocol):
+    """What partial decoding reads of a static code: a
+    :class:`~gclab.coding.linear.LinearScheme`, which builds on this module (so it is
+    described here, not imported)."""
+
+    #: The encoding tensor ``E`` [n, k, m].
+    encoding: np.ndarray
+    #: The code's parts, one per shard.
+    parts: tuple[Part, ...]
+
+    def partial_cover(self, survivors: tuple[int, ...]) -> tuple[int, ...]: ...
+
+    def describe(self) -> str: ...
+
+
 def partial_sum(
-    scheme: LinearScheme, packets: dict[int, np.ndarray | None], grad_size: int | None
+    scheme: Covering, packets: dict[int, np.ndarray | None], grad_size: int | None
 ) -> tuple[np.ndarray | None, float]:
     """``(rescaled gradient sum, coverage)`` of the parts ``packets`` determine.
 
@@ -37,7 +54,7 @@ def partial_sum(
 
 
 def cover_weights(
-    scheme: LinearScheme, survivors: tuple[int, ...], parts: tuple[int, ...]
+    scheme: Covering, survivors: tuple[int, ...], parts: tuple[int, ...]
 ) -> tuple[tuple[int, ...], np.ndarray]:
     """``(used workers, weights C[m, used])`` with ``C·E_F = 1_S`` for ``S = parts``.
 

@@ -31,6 +31,10 @@ class DelayModel:
     #: and runs record in ``summary.json``. A model that loses packets overrides it; one
     #: that never does keeps this 0, whatever its parameters.
     loss_rate: float = 0.0
+    #: Whether the delays are the workers' whole compute time, scaled by load (a trace of
+    #: measured completion times), not time on top of it: the simulator then adds no
+    #: compute time of its own by default (:func:`gclab.sim.engine.unit_time`).
+    computes: bool = False
 
     def check(self, n: int, rounds: int) -> None:
         """Raise :class:`ConfigError` if the model cannot serve ``n`` workers for ``rounds``.

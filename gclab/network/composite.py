@@ -48,6 +48,11 @@ class Composite(DelayModel):
         self.timed = bool(timed)
 
     @property
+    def computes(self) -> bool:
+        """A part's delays are the compute time (``delay@delay.compute=trace``)."""
+        return any(part.computes for part in self.parts)
+
+    @property
     def loss_rate(self) -> float:
         """Lost if either part loses it; the parts draw independently."""
         compute, loss = self.parts

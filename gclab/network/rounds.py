@@ -13,20 +13,41 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from gclab.coding.contract import Decoder
+from gclab.network.base import DelayModel
 from gclab.network.clock import Timeline
-
-if TYPE_CHECKING:
-    from gclab.network.protocol import RoundProtocol
+from gclab.network.links import Links
 
 #: Retransmission attempts of one packet in one round before the protocol gives up.
 MAX_ATTEMPTS = 4096
 
 Payload = Callable[[int, int], "np.ndarray | None"]
+
+
+class Timing(Protocol):
+    """The ``network`` keys a round reads (:class:`gclab.network.protocol.NetworkConfig`)."""
+
+    policy: str
+    mu: float
+    latency: float
+    rto: float
+
+
+class Setting(Protocol):
+    """What a round reads from the protocol that runs it
+    (:class:`gclab.network.protocol.RoundProtocol`, which builds on this module)."""
+
+    network: Timing
+    delay: DelayModel
+    links: Links
+    n: int
+    seed: int
+    #: Seconds on the protocol's clock when the round started.
+    clock: float
 
 
 class RecoveryError(RuntimeError):
@@ -64,7 +85,7 @@ class RoundPackets:
 
     def __init__(
         self,
-        protocol: RoundProtocol,
+        protocol: Setting,
         round: int,
         timeline: Timeline,
         decoder: Decoder,

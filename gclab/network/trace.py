@@ -34,6 +34,9 @@ class Beyond(StrEnum):
 class Trace(DelayModel):
     """Trace replay; the file is loaded and checked when the model is built."""
 
+    #: Measured durations include the workers' compute, rescaled by ``slope`` per unit load.
+    computes = True
+
     def __init__(
         self,
         path: str | None = None,

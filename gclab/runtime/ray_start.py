@@ -10,8 +10,8 @@ import socket
 
 import ray
 
-from gclab import interrupts
 from gclab.errors import ConfigError
+from gclab.rundir import interrupts
 
 
 def start_or_join(
@@ -27,7 +27,7 @@ def start_or_join(
     only if ``gpus``, the dashboard only if ``dashboard``, and starts its worker
     processes at ``niceness`` (default: Ray's 15, background priority). Joining fails
     in one sentence (:class:`ConfigError`) when nobody answers at ``address``. Then
-    SIGINT and SIGTERM are the run's again (:func:`gclab.interrupts.reclaim`).
+    SIGINT and SIGTERM are the run's again (:func:`gclab.rundir.interrupts.reclaim`).
     """
     _start_or_join(address, num_cpus, gpus, dashboard, niceness)
     interrupts.reclaim()

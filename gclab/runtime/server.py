@@ -222,28 +222,40 @@ def usable_cores() -> int:
 PoolFactory = Callable[[TrainingPlan, WorkerSpec, list[Shard]], Pool]
 
 
-def train(plan: TrainingPlan, recorder: RunRecorder, start_pool: PoolFactory | None = None) -> dict:
-    """Start the workers, run every round, and return the run summary.
+def train(
+    plan: TrainingPlan, record: Callable[[], RunRecorder], start_pool: PoolFactory | None = None
+) -> dict:
+    """Start the workers, open the run's record (``record()``), run every round, and
+    return the run summary; the record is closed however the run ends.
 
-    ``start_pool`` defaults to :func:`ray_pool`: one Ray actor per group of logical
-    workers. Tests pass pools with the same interface that run in this process.
+    The record opens once the workers are up, so a run refused for want of a cluster or
+    of room on it (:class:`~gclab.errors.ConfigError`) writes none. ``start_pool``
+    defaults to :func:`ray_pool`: one Ray actor per group of logical workers. Tests pass
+    pools with the same interface that run in this process.
     """
     torch.set_num_threads(plan.cluster.server_threads)
     spec, shards, normalizer = worker_setup(plan)
     pool = (start_pool or ray_pool)(plan, spec, shards)
     cluster = plan.cluster
-    recorder.extra.update(
-        actors=len(pool.groups), compute_time=cluster.compute_time.value, device=cluster.device,
-        nodes=len(set(pool.nodes)), processors=pool.processors,
-    )  # fmt: skip
+    recorder, summary = None, None
     try:
+        recorder = record()
+        recorder.extra.update(
+            actors=len(pool.groups), compute_time=cluster.compute_time.value,
+            device=cluster.device, nodes=len(set(pool.nodes)), processors=pool.processors,
+        )  # fmt: skip
         # BLAS gets the driver's threads too: a pool of idle BLAS threads spin-waits, and
         # under load that waiting lands on the clock. The limit reaches the libraries
         # loaded now: numpy's, and scipy's that numba-compiled code calls (imported above)
         with threadpool_limits(limits=cluster.server_threads, user_api="blas"):
-            return _loop(plan, recorder, pool, normalizer)
+            summary = _loop(plan, recorder, pool, normalizer)
+        return summary
     finally:
-        pool.close()
+        try:
+            pool.close()
+        finally:
+            if recorder is not None:
+                recorder.close(summary, failed=summary is None)
 
 
 def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Normalizer) -> dict:

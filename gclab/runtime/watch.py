@@ -4,12 +4,12 @@ Without it, a driver whose cluster's head stopped waits in Ray until Ray's own G
 reconnection timeout (60 s) kills it with a line from Ray's C++ core. A daemon thread
 connects to the cluster's GCS (plain TCP) every :attr:`ClusterWatch.period` seconds;
 once it has not accepted a connection for :attr:`ClusterWatch.grace` seconds, the
-cluster counts as lost: the watch raises :class:`gclab.interrupts.ClusterLost` in the
-main thread (:func:`gclab.interrupts.lose`) and the pool no longer calls into Ray
+cluster counts as lost: the watch raises :class:`gclab.rundir.interrupts.ClusterLost` in the
+main thread (:func:`gclab.rundir.interrupts.lose`) and the pool no longer calls into Ray
 (:attr:`ClusterWatch.lost`). Period and grace are fractions of ``cluster.timeout``
 (at most 2 s and 10 s), so detection takes less than ``cluster.timeout``.
 
-The watch runs only where :func:`gclab.interrupts.handled` is in force (the training
+The watch runs only where :func:`gclab.rundir.interrupts.handled` is in force (the training
 app's process): elsewhere, in a test or in a Ray task of the sweep launcher, the
 signal would find no handler.
 """
@@ -23,7 +23,7 @@ import time
 
 import ray
 
-from gclab import interrupts
+from gclab.rundir import interrupts
 
 log = logging.getLogger(__name__)
 

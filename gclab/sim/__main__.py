@@ -31,7 +31,7 @@ from gclab.errors import ConfigError, under
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.protocol import check_recovery
 from gclab.schemas import instantiate_checked, instantiate_scheme
-from gclab.sim.engine import SimResult, check_clock, check_run, simulate
+from gclab.sim.engine import SimResult, check_clock, check_run, simulate, unit_time
 from gclab.sim.fast import load_kernels
 from gclab.sim.search import Trial, grid, scheme_name, scheme_options, search
 
@@ -47,7 +47,9 @@ def prepare(cfg: DictConfig) -> tuple[Scheme, DelayModel, NetworkConfig, list[Di
     scheme = instantiate_scheme(cfg)
     delay = instantiate_checked(cfg.delay)
     with under("delay"):  # check_run checks the delay model against the run
-        check_run(scheme, delay, cfg.sim.jobs, cfg.sim.unit_time, cfg.sim.payload_bytes)
+        check_run(
+            scheme, delay, cfg.sim.jobs, unit_time(cfg.sim.unit_time, delay), cfg.sim.payload_bytes
+        )
     with under("network"):
         check_recovery(scheme, network)
     if cfg.sim.grid is not None and not cfg.sim.grid:
@@ -82,12 +84,19 @@ def report(
     result: SimResult,
     out: Path,
     delay: DelayModel,
+    compute: float,
     trials: list[Trial] | None = None,
     seconds: float | None = None,
 ) -> None:
     """Write the run's files and print a short summary (with a search: the best of each
-    scheme); the summary records the delay model's ``loss_rate`` for reports."""
-    summary = {**result.summary(), "loss_rate": delay.loss_rate, "rounds_file": "rounds.csv"}
+    scheme); the summary records the delay model's ``loss_rate`` for reports and the
+    compute seconds per unit load the run used (``unit_time``)."""
+    summary = {
+        **result.summary(),
+        "loss_rate": delay.loss_rate,
+        "unit_time": compute,
+        "rounds_file": "rounds.csv",
+    }
     if trials is not None:
         best = {}
         for t in trials:  # fastest first: the first trial of a scheme is its best
@@ -113,7 +122,8 @@ def report(
         f"{result.scheme}: {result.jobs} jobs in {len(result.durations)} rounds, "
         f"total {result.total_time:.2f} s (mean round {result.durations.mean():.3f} s), "
         f"waits {result.waits}, retransmissions {int(result.retransmissions.sum())}, "
-        f"load {result.load:.6f}\nwrote {out / 'summary.json'}"
+        f"load {result.load:.6f}, compute {compute:g} s per unit load"
+        f"\nwrote {out / 'summary.json'}"
     )
 
 
@@ -124,7 +134,8 @@ def _hydra_main(cfg: DictConfig) -> None:
     out = Path(hydra_cfg.runtime.output_dir)
     try:
         scheme, delay, network, nodes = prepare(cfg)
-        args = (delay, network, cfg.sim.jobs, cfg.seed, cfg.sim.unit_time, cfg.sim.payload_bytes)
+        compute = unit_time(cfg.sim.unit_time, delay)
+        args = (delay, network, cfg.sim.jobs, cfg.seed, compute, cfg.sim.payload_bytes)
         payload = cfg.sim.payload_bytes
         adaptive = controller(cfg, scheme, delay, network, payload, cfg.sim.jobs, "sim.jobs")
         if adaptive is not None:
@@ -133,7 +144,7 @@ def _hydra_main(cfg: DictConfig) -> None:
                     "adapt=search cannot be combined with sim.search=true: the adaptive run "
                     "searches by itself; choose one."
                 )
-            report(simulate_adaptive(scheme, adaptive, *args), out, delay)
+            report(simulate_adaptive(scheme, adaptive, *args), out, delay, compute)
         elif cfg.sim.search:
             settings = None if cfg.sim.grid is None else OmegaConf.to_container(cfg.sim.grid)
             if settings is None:  # start-up: search_seconds times the search alone
@@ -143,9 +154,9 @@ def _hydra_main(cfg: DictConfig) -> None:
                 (t for node in nodes for t in search(node, scheme.n, *args, settings)),
                 key=lambda t: t.result.total_time,
             )
-            report(trials[0].result, out, delay, trials, time.perf_counter() - start)
+            report(trials[0].result, out, delay, compute, trials, time.perf_counter() - start)
         else:
-            report(simulate(scheme, *args), out, delay)
+            report(simulate(scheme, *args), out, delay, compute)
     except ConfigError as exc:
         if hydra_cfg.mode.name != "MULTIRUN":
             fail(PREFIX, str(exc))

@@ -22,7 +22,11 @@ from gclab.sim.engine import PAYLOAD_BYTES
 class SimOptions:
     jobs: int = 100  # J: jobs to simulate (in at most J + T rounds)
     search: bool = False  # evaluate the scheme's whole parameter grid (gclab/sim/search.py)
-    unit_time: float = 0.0  # compute seconds per unit load added to every worker's delay
+    # compute seconds per unit load added to every worker's delay; null: 2.2 (a whole batch
+    # gradient takes the shared Lambda traces' median at load 1, 2.197 s: `python
+    # bench/trace_medians.py`), or 0 when the delay model's draws are the compute time
+    # (delay=trace, or a composite with one), which they would count twice
+    unit_time: float | None = None
     # bytes of one full gradient; a packet carries scheme.packet_fraction of it (default: the
     # small CNN's, model=cnn); it costs time where network.*bandwidth is set
     payload_bytes: float = PAYLOAD_BYTES

@@ -1,9 +1,10 @@
 """Run J jobs of one scheme through the round protocol, in symbolic mode (no gradients).
 
 Each round the simulator hands the protocol the same compute time for every worker,
-``unit_time × scheme.load`` seconds (``sim.unit_time``: seconds per unit load; 0 by
-default, because trace replay already includes compute time and scales it by load);
-the delay model adds the rest. Packets carry ``packet_fraction × payload_bytes`` bytes
+``unit_time × scheme.load`` seconds (``sim.unit_time``: seconds per unit load; by
+default :data:`UNIT_TIME`, or 0 for a delay model whose draws are the compute time, a
+trace replay, which already scales it by load: :func:`unit_time`); the delay model adds
+the rest. Packets carry ``packet_fraction × payload_bytes`` bytes
 (``sim.payload_bytes``; they cost time only where ``network.*bandwidth`` is set), and
 ``network.server_time`` seconds of server work close every round (the simulator decodes
 nothing, so it takes a number, not ``measured``). It decodes every job the protocol
@@ -34,6 +35,13 @@ from gclab.network.protocol import MEASURED, check_recovery
 #: ``sim.payload_bytes`` by default: the gradient of the small CNN (``model=cnn``,
 #: 356 810 float32 parameters), the model of the packet-loss study.
 PAYLOAD_BYTES = 4.0 * 356_810
+
+#: ``sim.unit_time`` of a run whose delay model has no compute time of its own (compute
+#: seconds per unit load): a worker computing the whole batch gradient takes 2.2 s, the
+#: shared Lambda traces' median at load 1 (2.197 s over Sydney's and Tokyo's 256 workers,
+#: ``python bench/trace_medians.py``), which is also the SGC papers' main profile's slope
+#: and ``delay=trace``'s default ``slope``.
+UNIT_TIME = 2.2
 
 
 @dataclass(frozen=True)
@@ -188,6 +196,19 @@ def check_clock(network: NetworkConfig) -> None:
             f"network.server_time={MEASURED} is not supported by the simulator, which decodes "
             "nothing to measure; give the server's seconds per round (e.g. 0.005)."
         )
+
+
+def unit_time(configured: float | None, delay: DelayModel) -> float:
+    """A run's compute seconds per unit load: ``sim.unit_time``, or when it is null (the
+    default) :data:`UNIT_TIME`, unless the delay model's draws are the workers' compute
+    time (``delay.computes``: a trace replay), which would count it twice: then 0.
+
+    A run with neither times only the network (a round of ``delay=bernoulli`` would cost
+    nothing but its retransmission timeouts), which describes no cluster.
+    """
+    if configured is not None:
+        return configured
+    return 0.0 if delay.computes else UNIT_TIME
 
 
 def check_run(

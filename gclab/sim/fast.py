@@ -33,6 +33,7 @@ from gclab.coding.sr_sgc import sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.draws import stream_seed
 from gclab.network.links import Links
+from gclab.sim.bitsets import bitsets
 from gclab.sim.engine import SimResult
 
 Params = dict[str, Any]
@@ -239,16 +240,6 @@ def round_stats(arrivals: np.ndarray, network: NetworkConfig) -> tuple[np.ndarra
     )
     is_late = arrivals > close[..., None]
     return close, last, bitsets(is_late), is_late.sum(axis=2)
-
-
-def bitsets(flags: np.ndarray) -> np.ndarray:
-    """Each row of ``flags`` (booleans along the last axis) as a bitset of the kernels:
-    ``⌈n/64⌉`` ``uint64`` words, flag ``w`` bit ``w % 64`` of word ``w // 64``."""
-    n = flags.shape[-1]
-    padded = np.zeros((*flags.shape[:-1], 64 * ((n + 63) // 64)), dtype=bool)
-    padded[..., :n] = flags
-    packed = np.packbits(padded, axis=-1, bitorder="little")  # flag w: bit w % 8 of byte w // 8
-    return packed.view("<u8").astype(np.uint64)  # little-endian words, in native order
 
 
 def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:

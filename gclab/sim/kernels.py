@@ -8,8 +8,8 @@ the bitset words ``ONE``/``ZERO``. Arguments shared with the SGC kernel:
 
 * ``arrivals[l, r, w]``: arrival of worker ``w``'s packet in round ``r`` at load ``l``;
   ``close``, ``top``, ``late_bits``, ``late_count``: :func:`gclab.sim.fast.round_stats`
-  of them (a late set is a bitset: ``words = ⌈n/64⌉`` ``uint64`` words, worker ``w`` is
-  bit ``w % 64`` of word ``w // 64``); ``load_of[i]``: setting ``i``'s load;
+  of them (a late set is a bitset, :mod:`gclab.sim.bitsets`); ``load_of[i]``: setting
+  ``i``'s load;
 * ``jobs``; ``rto_of[i]``, setting ``i``'s retransmission cycle (``network.rto`` plus
   its packet's time on the wire); ``wait_all`` (``network.recovery=wait_all``);
 * outputs ``[settings, rounds]``: ``ran`` (the round ran), ``duration``, ``erased``,

@@ -1,8 +1,7 @@
 """Compiled round loop of SR-SGC and M-SGC settings for the fast search (:mod:`gclab.sim.fast`).
 
 The arguments and outputs are those of :mod:`gclab.sim.kernels`. Sets of workers are
-bitsets: ``words = ⌈n/64⌉`` ``uint64`` words, worker ``w`` is bit ``w % 64`` of word
-``w // 64``.
+bitsets (:mod:`gclab.sim.bitsets`).
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from numba import njit
 from numba.extending import overload
 
 from gclab.sim import kernels
-from gclab.sim.fast import bitsets
+from gclab.sim.bitsets import bitsets
 from gclab.sim.kernels import ONE, ZERO, _helper, tiered
 
 _M1 = np.uint64(0x5555555555555555)

@@ -14,7 +14,7 @@ from numba.core import config
 from numba.core.dispatcher import Dispatcher
 
 from gclab.sim import kernels, sgc_kernels
-from gclab.sim.fast import bitsets
+from gclab.sim.bitsets import bitsets
 from gclab.sim.kernels import Tiered, forced, lean_compile
 
 

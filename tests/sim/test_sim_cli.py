@@ -15,7 +15,7 @@ from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
 from gclab.network.bernoulli import Bernoulli
 from gclab.network.trace import Trace
-from gclab.sim.engine import simulate
+from gclab.sim.engine import UNIT_TIME, simulate
 from gclab.sim.search import scheme_option
 
 pytestmark = pytest.mark.slow
@@ -38,11 +38,13 @@ def test_run_writes_summary_and_rounds(tmp_path: Path) -> None:
     proc, out = sim(tmp_path, *overrides, "network.policy=all")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
-    expected = simulate(Uncoded(8), Bernoulli(0.1), NetworkConfig(policy="all"), 40, 5).summary()
-    assert {k: summary[k] for k in expected} == expected
+    network = NetworkConfig(policy="all")  # no compute in the delay model: the default's
+    expected = simulate(Uncoded(8), Bernoulli(0.1), network, 40, 5, UNIT_TIME).summary()
+    assert {k: summary[k] for k in expected} == expected and summary["unit_time"] == UNIT_TIME
     assert {"total_time", "waits", "retransmissions", "load", "jobs"} <= summary.keys()
     assert len((out / summary["rounds_file"]).read_text().splitlines()) == 41
     assert "uncoded(n=8, s=0, T=0): 40 jobs" in proc.stdout
+    assert f"compute {UNIT_TIME:g} s per unit load" in proc.stdout
 
 
 def test_trace_run_from_another_directory(tmp_path: Path) -> None:
@@ -56,7 +58,9 @@ def test_trace_run_from_another_directory(tmp_path: Path) -> None:
         "delay.slope=4",
     )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((out / "summary.json").read_text())["total_time"] == pytest.approx(6 * 3.0)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_time"] == pytest.approx(6 * 3.0)  # the trace is the compute time
+    assert summary["unit_time"] == 0.0
 
 
 def test_search_writes_every_grid_point(tmp_path: Path) -> None:

@@ -20,7 +20,9 @@ from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite
 from gclab.network.straggler import Straggler
 from gclab.network.trace import Trace
-from gclab.sim.engine import PAYLOAD_BYTES, simulate
+from gclab.sim.__main__ import prepare
+from gclab.sim.engine import PAYLOAD_BYTES, UNIT_TIME, simulate, unit_time
+from helpers.config import compose_config
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
@@ -115,6 +117,42 @@ def test_summary_and_rounds_file(tmp_path: Path) -> None:
     assert sum(float(line.split(",")[-2]) for line in lines[1:]) == summary["bytes_sent"]
     assert summary["server_time_total"] == 0
     assert summary["coverage_mean"] == 1 and all(line.endswith(",1.0") for line in lines[1:])
+
+
+def compute_of(delay: str, tmp_path: Path, configured: float | None = None) -> float:
+    """:func:`unit_time` of a run with the delay model ``delay`` (``a+b``: a composite)."""
+    trace = Trace(str(tiny_trace(tmp_path)))
+    models = {
+        "none": DelayModel(), "bernoulli": Bernoulli(0.1), "straggler": Straggler(),
+        "trace": trace, "trace+bernoulli": Composite(trace, Bernoulli(0.1)),
+        "straggler+bernoulli": Composite(Straggler(), Bernoulli(0.1)),
+    }  # fmt: skip
+    return unit_time(configured, models[delay])
+
+
+@pytest.mark.parametrize(
+    ("delay", "expected"),
+    [("none", UNIT_TIME), ("bernoulli", UNIT_TIME), ("straggler", UNIT_TIME), ("trace", 0.0),
+     ("trace+bernoulli", 0.0), ("straggler+bernoulli", UNIT_TIME)],
+)  # fmt: skip
+def test_a_run_without_compute_of_its_own_gets_the_default_and_a_trace_none(
+    tmp_path: Path, delay: str, expected: float
+) -> None:
+    """A trace's durations are the compute time: adding the default would count it twice;
+    a straggler's are time on top of it (gclab/network/straggler.py)."""
+    assert compute_of(delay, tmp_path) == expected
+    assert compute_of(delay, tmp_path, 0.5) == 0.5 and compute_of(delay, tmp_path, 0.0) == 0.0
+
+
+def test_the_default_simulator_config_times_compute(tmp_path: Path) -> None:
+    """The issue's command: it timed 0.00 s with no compute model."""
+    cfg = compose_config(
+        ["scheme=classic_fr", "scheme.s=1", "cluster.workers=16", "sim.jobs=100"], name="sim"
+    )
+    scheme, delay, network, _ = prepare(cfg)
+    compute = unit_time(cfg.sim.unit_time, delay)
+    result = simulate(scheme, delay, network, cfg.sim.jobs, cfg.seed, compute)
+    assert compute == UNIT_TIME and result.total_time == pytest.approx(100 * UNIT_TIME * 2 / 16)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ summary.json and the W&B run. Hydra writes ``.hydra/`` into the run directory *b
 the task function runs, so the checks run earlier, in :class:`RunDirGuard`: a Hydra
 callback called once the config is composed and before anything touches the directory.
 
-* One process at a time: the guard takes the directory's lock (:mod:`gclab.runlock`)
+* One process at a time: the guard takes the directory's lock (:mod:`gclab.rundir.lock`)
   and runs its checks under it; a sweep locks its sweep directory, and each job its own
   directory (:func:`gclab.app.run`).
 * ``resume=true`` needs a readable checkpoint written by the same config: every key but
@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf, read_write
 
 from gclab.cli import PREFIXES, fail
 from gclab.errors import ConfigError
-from gclab.runlock import release, take
+from gclab.rundir.lock import release, take
 from gclab.tracking.artifacts import load_checkpoint
 
 #: Files that make a directory hold a run, when they are not empty.

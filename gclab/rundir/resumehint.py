@@ -1,4 +1,4 @@
-"""The sentence a run ends with when it is stopped from outside (:mod:`gclab.interrupts`).
+"""The sentence a run ends with when it is stopped from outside (:mod:`gclab.rundir.interrupts`).
 
 It says why, the last round the run recorded, the round its checkpoint holds and the
 command that continues it from there, read from the run directory itself.

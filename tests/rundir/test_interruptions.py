@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gclab.interrupts import CLUSTER_LOST
+from gclab.rundir.interrupts import CLUSTER_LOST
 from gclab.tracking.artifacts import load_checkpoint
 from helpers.config import TINY
 from helpers.interrupts import (

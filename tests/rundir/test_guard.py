@@ -1,4 +1,4 @@
-"""A run directory's record is never overwritten; a resume continues it (gclab/rundir.py).
+"""A run directory's record is never overwritten; a resume continues it (gclab/rundir/guard.py).
 
 The end-to-end test runs the command line as a user would: a run that fails, a resume
 refused for a changed override (the directory stays byte for byte as it was), then the
@@ -21,8 +21,8 @@ from omegaconf import OmegaConf
 from gclab import CONF_DIR
 from gclab.app import run
 from gclab.errors import ConfigError
-from gclab.rundir import RunDirGuard, segment_subdir
-from gclab.runlock import LOCK_FILE
+from gclab.rundir.guard import RunDirGuard, segment_subdir
+from gclab.rundir.lock import LOCK_FILE
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from gclab.tracking.loggers import ID_FILE
 from helpers.config import TINY, compose_config, hydra_config
