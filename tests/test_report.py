@@ -577,9 +577,13 @@ def test_study_groups_seeds_into_mean_curves_and_times_to_target(tmp_path: Path)
     low, high = np.exp(logs.mean() - half_width(logs)), np.exp(logs.mean() + half_width(logs))
     ratio = "ratio vs uncoded (95 % interval)"
     assert table[0][ratio] == f"{np.exp(logs.mean()):.2f} ({low:.2f}–{high:.2f}), 3 pairs"
-    assert (table[0]["label"], table[0]["A/A floor"]) == ("faster", "none declared")
-    assert (table[1][ratio], table[1]["label"]) == ("1.00 (1.00–1.00), 3 pairs",
-                                                    "not distinguishable")  # fmt: skip
+    holm = "Holm-corrected interval"  # two comparisons: the smaller p at level 0.05 / 2
+    t_9875 = 6.205346816570706  # Student t at 1 - 0.05 / 4 with 2 degrees of freedom (tables)
+    spread = t_9875 * logs.std(ddof=1) / math.sqrt(3)
+    corrected = [np.exp(logs.mean() + sign * spread) for sign in (-1, 1)]
+    assert (table[0][holm], table[0]["label"]) == ("{:.2f}–{:.2f}".format(*corrected), "faster")
+    assert (table[1][ratio], table[1][holm], table[1]["label"]) == (
+        "1.00 (1.00–1.00), 3 pairs", "– (baseline)", "not distinguishable")  # fmt: skip
     assert (table[4][ratio], table[4]["label"]) == ("–", "–")  # no uncoded run under bursts
     pivot = [r for r in markdown_rows(out / "summary.md") if "uncoded" in r]
     assert pivot == markdown_rows(out / "time_to_target_by_loss.md")

@@ -309,7 +309,7 @@ def target_table(rows: list[TargetRow], baseline: str | None) -> str:
             _plus_minus(_scaled(row.stale, 100), 1),
         ]
         if baseline is not None:
-            cells += _comparison_cells(row.comparison)
+            cells += _comparison_cells(row.comparison, row.group.name)
         body.append(cells)
     return _table(header, body)
 
@@ -321,9 +321,9 @@ def _short(row: TargetRow) -> str:
     return f" (follow-up < h: seed {', '.join(map(str, row.short))})"
 
 
-def _comparison_cells(versus: Comparison | None) -> list[str]:
+def _comparison_cells(versus: Comparison | None, name: str) -> list[str]:
     """The ratio with its plain interval, the Holm-corrected interval and the label (the
-    A/A arm: its plain interval alone, as the control it is)."""
+    baseline against itself and the A/A arm: the plain interval alone, outside the family)."""
     if versus is None:
         return ["–"] * 3
     ratio = versus.ratio
@@ -331,7 +331,8 @@ def _comparison_cells(versus: Comparison | None) -> list[str]:
     shown = _plus_minus(ratio, 2, interval=True)
     plain = f"{shown}, {ratio.count} pair{plural}" if ratio else "–"
     if versus.control:
-        return [plain, "– (control)", versus.label]
+        role = "baseline" if name == versus.reference else "control"
+        return [plain, f"– ({role})", versus.label]
     corrected = versus.corrected
     level = "–"
     if corrected is not None and corrected.count > 1:
