@@ -371,26 +371,27 @@ class StudyRunner:
         grid, target = self.spec.map, self.spec.report.target
         c0 = self.spec.regime.partition_seconds
         named = {v for base, others in grid.baselines.items() for v in (base, *others)}
+        rtos = {rho: rto_of(self.spec, rho) for rho in grid.rhos}  # one composition each
+        delays = {loss: compose_run(self.spec, keys).delay for loss, keys in grid.losses.items()}
         cells = []
         for variant in [v.label for v in variants(self.spec) if v.label in named]:
             for seed in self.spec.seeds:
-                for loss, keys in grid.losses.items():
-                    source, delay = self._map_source(variant, loss, keys, seed)
-                    for rho in grid.rhos:
+                for loss, delay_cfg in delays.items():
+                    source, delay = self._map_source(variant, loss, delay_cfg, seed)
+                    for rho, rto in rtos.items():
                         outcome = None
                         if source is not None:
-                            rto = rto_of(self.spec, rho)
                             outcome = regime_map.cell_outcome(source, target, rto, c0, delay)
                         cells.append(regime_map.Cell(variant, rho, loss, seed, outcome))
         return cells
 
     def _map_source(
-        self, variant: str, loss: str, keys: list[str], seed: int
+        self, variant: str, loss: str, delay: Any, seed: int
     ) -> tuple[Path | None, Any]:
-        """The run a cell comes from and the delay model to replay it under (None: keep
-        the run's): the real run at the map's loss where the study has one with the same
-        delay model, else the lossless run of an exact variant, replayed."""
-        delay = compose_run(self.spec, keys).delay
+        """The run a cell comes from and the delay model (``delay``, the map's loss setting)
+        to replay it under (None: keep the run's): the real run at the map's loss where the
+        study has one with the same delay model, else the lossless run of an exact variant,
+        replayed."""
         same = self.runs / variant / loss / f"seed{seed}"
         if (same / "summary.json").is_file():
             ran = OmegaConf.load(same / ".hydra" / "config.yaml").delay

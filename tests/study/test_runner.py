@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,8 +24,9 @@ from omegaconf import OmegaConf
 
 from gclab.app import run
 from gclab.study.__main__ import main
+from gclab.study.regime_map import cell_outcome
 from gclab.study.runner import StudyRunner
-from gclab.study.spec import StudySpec, load_spec, plan, run_overrides
+from gclab.study.spec import StudySpec, load_spec, map_units, plan, run_overrides
 from gclab.tracking.artifacts import read_metrics
 from helpers.config import compose_config
 from helpers.inprocess import in_process
@@ -273,3 +275,63 @@ def test_only_runs_the_units_named_like_a_pattern(tmp_path, capsys, monkeypatch)
     assert main([*argv, "--only", "classic_cr/*", "--only", "unccoded/*"]) == 2
     assert "--only 'unccoded/*' matches no unit of the study" in capsys.readouterr().err
     assert launched == ["classic_cr/none/seed0"]
+
+
+MAPPED = """
+experiment: smoke
+overrides: [cluster.workers=4, train.rounds=8, train.eval_every=2, network.policy=all,
+            network.rto=0.5, data.train_size=256, data.test_size=64, train.batch_size=32,
+            model.width=8]
+seeds: [0, 1]
+regime: {partition_seconds: 0.01, compute_per_rto: 0.04, bytes_per_compute: 0.0}
+schemes: {classic_fr: [scheme=classic_fr, scheme.s=1], uncoded: [scheme=uncoded]}
+losses: {none: [delay=none]}
+lossless: none
+report: {target: 0.05, baseline: classic_fr, partition_compute: regime, normalise: all}
+map:
+  rhos: [0.1, 1.0]
+  losses: {light: [delay=bernoulli, delay.p=0.05], heavy: [delay=bernoulli, delay.p=0.4]}
+  baselines: {classic_fr: [uncoded]}
+  verify: [{run: classic_fr, rho: 1.0, loss: heavy, seeds: [0]}]
+"""
+
+
+@pytest.mark.slow  # five trainings and a report: end to end
+def test_the_regime_map_is_built_from_the_lossless_runs_and_checked_by_its_corner(tmp_path):
+    """Two exact arms' lossless runs (trained here, in process) and one real corner: the map
+    holds every (ρ, loss) cell of uncoded against classic_fr, each ratio the paired one of
+    the cells' replays at rto = k·c0/ρ, and the corner's real run stands beside its cell."""
+    (tmp_path / "spec.yaml").write_text(MAPPED)
+    spec = load_spec(tmp_path / "spec.yaml")
+    units, _ = plan(spec)
+    out = tmp_path / "out"
+    for unit in units:
+        train_in_process(spec, unit.overrides, out / "runs" / unit.name)
+    (corner,) = map_units(spec)
+    train_in_process(spec, corner.overrides, out / "map" / "runs" / corner.name)
+    argv = ["--spec", str(tmp_path / "spec.yaml"), "--out", str(out), "--report-only"]
+    assert main(argv) == 0
+
+    rows = list(csv.DictReader((out / "map" / "regime_map.csv").open()))
+    assert [(r["variant"], r["rho"], r["loss"], r["pairs"]) for r in rows] == [
+        ("uncoded", rho, loss, "2") for loss in ("light", "heavy") for rho in ("0.1", "1.0")
+    ]
+    c0, partitions = 0.01, 2  # classic_fr s = 1 on 4 workers: 2 partitions per worker-round
+    for row in rows:
+        rto = partitions * c0 / float(row["rho"])
+        delay = compose_config(run_overrides(spec, spec.map.losses[row["loss"]])).delay
+        times = {
+            name: [cell_outcome(out / "runs" / name / "none" / f"seed{s}", 0.05, rto, c0, delay)
+                   for s in (0, 1)]
+            for name in ("classic_fr", "uncoded")
+        }  # fmt: skip
+        horizon = float(row["horizon"])
+        logs = [
+            math.log(b.restricted(horizon) / a.restricted(horizon))
+            for a, b in zip(times["uncoded"], times["classic_fr"])
+        ]
+        assert float(row["ratio"]) == pytest.approx(math.exp(np.mean(logs)), rel=1e-9)
+    table = (out / "map" / "regime_map.md").read_text()
+    assert "uncoded" in table and (out / "map" / "regime_map.png").stat().st_size > 0
+    (check,) = [r for r in markdown_rows(out / "map" / "verify.md") if "classic_fr" in str(r)]
+    assert "1" in check.values()  # ρ = 1 and one seed
