@@ -3,6 +3,7 @@
     python bench/sim_speed.py            # 1000 jobs per scheme; search timed best of 5
     python bench/sim_speed.py --quick    # 100 jobs per scheme; search timed once
     python bench/sim_speed.py --search-only
+    python bench/sim_speed.py --against main    # the search against a revision, side by side
 
 Every scheme runs with the same delays: stragglers (1 s + Exp(0.3 s) per worker and
 round, a fresh pattern every round so decoders cannot live off their caches) plus 1 %
@@ -23,7 +24,10 @@ simulator's full search of the same trace (3329 settings, its time read from
 (theirs). Also: the same settings per second through the general engine (a sample), and
 a cold start (:mod:`first_search`'s: a fresh copy of the package, an empty numba cache, so the
 kernels compile). Skipped, with the reason, when
-``../shared/traces`` is absent.
+``../shared/traces`` is absent. ``--against REV`` runs the search commands of the working
+tree and of a git revision alternately (its kernels compiled first) and prints both
+``search_seconds`` (best of the repeats), their ratio and each against the public
+simulator's time, so that a change is measured under one load.
 """
 
 from __future__ import annotations
@@ -95,7 +99,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 jobs instead of 1000")
     parser.add_argument("--workers", type=int, default=256)
     parser.add_argument("--search-only", action="store_true", help="only the papers' search")
+    parser.add_argument("--against", metavar="REV", help="the search against a git revision")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each search timed")
     args = parser.parse_args()
+    if args.against:
+        against(args.against, args.repeats)
+        return
     if not args.search_only:
         every_scheme(100 if args.quick else 1000, args.workers)
     papers_search(repeats=1 if args.quick else 5, cold=not args.quick)
@@ -160,9 +169,39 @@ def papers_search(repeats: int, cold: bool) -> None:
         print(f"cold start (a fresh install, the kernels compile): whole command {wall:.1f} s")
 
 
-def search_command(recovery: str, extra: list[str]) -> tuple[float, dict]:
-    """Run the search command (plus ``extra`` overrides) in a fresh interpreter:
-    ``(wall seconds, summary.json)``."""
+def against(rev: str, repeats: int) -> None:
+    """``search_seconds`` of the working tree and of ``rev``, alternately, best of ``repeats``."""
+    theirs = public.search_seconds(SEARCH_TRACE.parent / "PUBLIC_SIMULATOR.md")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp)
+        first_search.install(source, rev)
+        compile_kernels = "from gclab.sim.fast import load_kernels; load_kernels()"
+        subprocess.run([sys.executable, "-c", compile_kernels], cwd=source, check=True,
+                       env={**os.environ, "PYTHONPATH": str(source)})  # fmt: skip
+        print(f"the papers' search, {repeats} runs each, alternately "
+              f"(load average {os.getloadavg()[0]:.1f})\n")  # fmt: skip
+        print(f"| recovery | bytes | working tree (s) | {rev} (s) | ratio "
+              f"| working tree ÷ public simulator | {rev} ÷ public simulator |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
+        for recovery, extra in [(r, b) for r in ("wait_all", "decodable") for b in ([], BYTES)]:
+            ours, old = [], []
+            for _ in range(repeats):
+                ours.append(search_command(recovery, extra)[1]["search_seconds"])
+                old.append(search_command(recovery, extra, source)[1]["search_seconds"])
+            print(
+                f"| {recovery} | {'on' if extra else 'off'} | {min(ours):.3f} | {min(old):.3f} "
+                f"| {min(ours) / min(old):.2f} | {min(ours) / theirs:.3f} "
+                f"| {min(old) / theirs:.3f} |"
+            )
+    print(f"\nload average {os.getloadavg()[0]:.1f}; the public simulator: {theirs} s")
+
+
+def search_command(
+    recovery: str, extra: list[str], source: Path | None = None
+) -> tuple[float, dict]:
+    """Run the search command (plus ``extra`` overrides) in a fresh interpreter, on the
+    package at ``source`` if given: ``(wall seconds, summary.json)``."""
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     with tempfile.TemporaryDirectory() as out:
         command = [
             sys.executable, "-m", "gclab.sim", "sim.search=true",
@@ -171,13 +210,15 @@ def search_command(recovery: str, extra: list[str]) -> tuple[float, dict]:
             "delay.base_load=0", "network.mu=1", f"network.recovery={recovery}",
             f"hydra.run.dir={out}", *extra,
         ]  # fmt: skip
-        wall, _ = timed(command)
+        wall, _ = timed(command, source, env)
         return wall, json.loads((Path(out) / "summary.json").read_text())
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(
+    command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=cwd, env=env)
     return time.perf_counter() - start, done.stdout
 
 
