@@ -33,7 +33,8 @@ scenarios (changes at job 50 and stationary regimes, slope 2.2); every other sce
 Printed: per candidate set, slope and change point, the distribution of adaptive ÷ best
 fixed in hindsight (median, 90th percentile, worst, how many above 1.15; stationary:
 above 1.05), adaptive ÷ staying, decisions per run and their mean wall time; then the
-worst scenarios. ``--out FILE`` keeps one JSON line per scenario.
+worst scenarios. ``--out FILE`` keeps one JSON line per scenario (appended);
+``--report FILE ...`` prints the tables of such files without running anything.
 """
 
 from __future__ import annotations
@@ -228,9 +229,15 @@ def main() -> None:
     parser.add_argument("--per-group", type=int, help="evenly spaced scenarios per group")
     parser.add_argument("--out", type=Path, help="one JSON line per scenario")
     parser.add_argument(
+        "--report", type=Path, nargs="+", help="print the tables of earlier --out files only"
+    )
+    parser.add_argument(
         "--options", default="{}", help="adapt.* options as JSON, e.g. '{\"every\": 2}'"
     )
     args = parser.parse_args()
+    if args.report:
+        report([json.loads(line) for path in args.report for line in path.read_text().splitlines()])
+        return
     if not TRACES.is_dir():
         raise SystemExit(f"the shared traces are not at {TRACES}")
     if args.quick:

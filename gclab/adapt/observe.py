@@ -112,7 +112,7 @@ class ObservedDelays(DelayModel):
         loads = np.asarray(loads, dtype=np.float64)[:, None, None]
         out = self.slopes[:, columns].T[None] * (loads - base)
         out += self.delay[:, columns].T[None]
-        if self.compute.any():  # the simulator's default (unit_time 0) has none
+        if self.compute.any():  # none where the delay model's draws are the compute (a trace)
             out += self.compute[:, columns].T[None] * (loads / base)
         return np.maximum(out, 0.0, out=out)
 
