@@ -4,6 +4,7 @@
     python bench/adaptive.py --sets family            # the family, every scenario
     python bench/adaptive.py --processes 2            # everything (hours on 2 loaded cores)
     python bench/adaptive.py --sets papers --per-group 10   # 10 scenarios per group
+    python bench/adaptive.py --sets family --changes ''      # the stationary scenarios only
 
 *Regimes* are the ten shared traces (Tokyo and Sydney at loads 0, 0.25, 0.5, 0.75, 1),
 each replayed in order from its first round (wrapping around) at its recorded load, as
@@ -244,7 +245,7 @@ def main() -> None:
         args.sets, args.slopes, args.changes = "family", "2.2", "50"
     sets = args.sets.split(",")
     slopes = [float(s) for s in args.slopes.split(",")]
-    changes = [int(c) for c in args.changes.split(",")]
+    changes = [int(c) for c in args.changes.split(",") if c]  # none: stationary only
     options = json.loads(args.options)
     chosen = scenarios(sets, slopes, changes, args.per_group)
     jobs = [(s, args.recovery, options) for s in chosen]
