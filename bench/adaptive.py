@@ -236,8 +236,11 @@ def main() -> None:
         "--options", default="{}", help="adapt.* options as JSON, e.g. '{\"every\": 2}'"
     )
     args = parser.parse_args()
-    if args.report:
-        report([json.loads(line) for path in args.report for line in path.read_text().splitlines()])
+    if args.report:  # a scenario in several files counts once (the last)
+        lines = [line for path in args.report for line in path.read_text().splitlines()]
+        records = [json.loads(line) for line in lines]
+        keys = ("candidates", "slope", "change", "first", "second", "recovery")
+        report(list({tuple(r[k] for k in keys): r for r in records}.values()))
         return
     if not TRACES.is_dir():
         raise SystemExit(f"the shared traces are not at {TRACES}")
