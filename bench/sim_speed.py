@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import first_search
+from common import SHARED
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
@@ -60,7 +61,7 @@ from gclab.sim.engine import simulate
 from gclab.sim.search import grid, scheme_option, search
 
 #: The probe trace of the search benchmark and the schemes whose grids it searches.
-SEARCH_TRACE = CONF_DIR.parents[2] / "shared/traces/lambda-sydney-cnn-w256-r20-load000.npz"
+SEARCH_TRACE = SHARED / "traces/lambda-sydney-cnn-w256-r20-load000.npz"
 SEARCH_SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
 #: The search's links and server time when bytes are on.
 BYTES = [
