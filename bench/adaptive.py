@@ -1,168 +1,271 @@
-"""Adaptive coding (``adapt=search``) against choosing the code once, on the shared traces.
+"""Adaptive coding (``adapt=search``) across regime changes on the shared Lambda traces.
 
-    python bench/adaptive.py             # both recovery modes, three scenarios
-    python bench/adaptive.py --quick     # wait_all only, the regime change only
+    python bench/adaptive.py --quick                  # the family at slope 2.2, change at job 50
+    python bench/adaptive.py --sets family            # the family, every scenario
+    python bench/adaptive.py --processes 2            # everything (hours on 2 loaded cores)
+    python bench/adaptive.py --sets papers --per-group 10   # 10 scenarios per group
+    python bench/adaptive.py --sets family --changes ''      # the stationary scenarios only
 
-Scenarios, 256 workers, μ = 1, ``delay.slope`` (default 0.31 s per unit load, the
-slope fitted on the traces in bench/sgc_traces.py) from base load 0, 100 jobs, built
-with numpy into temporary traces from ``../shared/traces``:
+*Regimes* are the ten shared traces (Tokyo and Sydney at loads 0, 0.25, 0.5, 0.75, 1),
+each replayed in order from its first round (wrapping around) at its recorded load, as
+``delay=trace`` does by default: a worker's delay is ``durations + (L − recorded
+load)·slope`` at the scheme's load ``L``, clipped at 0. A *scenario* is 256 workers,
+100 jobs, μ = 1 and ``network.recovery=wait_all`` (the papers' rule) on
 
-* **regime change**: 50 rounds of Tokyo at load 0 (no heavy stragglers) replayed in
-  order, then 50 rounds of a trace with 25–40 s tails (``--heavy``, default Sydney at
-  load 0.5);
-* **stationary**: 100 rounds of the heavy trace alone, and of Tokyo at load 0 alone.
+* a sudden change: regime A for the rounds before job ``c``, then regime B from its
+  first round, for every ordered pair A ≠ B and ``c`` in ``--changes`` (25, 50, 75);
+* or a stationary regime: A alone;
 
-Per scenario and ``network.recovery``, over the SGC papers' four schemes (``uncoded``,
-``classic_cr``, ``sr_sgc``, ``m_sgc``, their full grids):
+at each ``delay.slope`` of ``--slopes`` (2.2, the papers' and ``delay=trace``'s default;
+0.31, fitted on the traces in bench/sgc_traces.py). Per scenario and candidate set:
 
-* *best fixed in hindsight*: the fastest setting over the whole run (the search on it);
-* *best per phase*: the fastest setting of each phase, summed (phases run alone);
-* *probe then fixed*: the fastest setting on a ``--probe``-job run of the first rounds,
-  kept for the whole run (the papers' protocol);
-* *adaptive*: ``adapt=search`` over the four schemes, starting from the probe's choice
-  (regime change) or from the best fixed setting (stationary: a good start), with
-  ``adapt.every``, ``adapt.window`` and ``adapt.margin`` at their defaults.
+* *best fixed in hindsight*: the fastest setting of the candidates' grids over the run;
+* *start*: the fastest setting of a 16-job probe on the run's first rounds (the papers'
+  protocol), and *staying*, the run that keeps it;
+* *adaptive*: ``adapt=search`` with its defaults (or the options given), from the start.
 
-The adaptive run's decision time (wall, per decision) and its switches are printed with
-the tables.
+Candidate sets (``--sets``): ``family``, the ``classic_cr`` family alone (what
+``adapt=search`` chooses among with ``scheme=classic_cr`` and ``adapt.schemes`` left
+null), and ``papers``, the SGC papers' four schemes (``uncoded``, ``classic_cr``,
+``sr_sgc``, ``m_sgc``) over their full grids. The defaults were chosen on the *tuning*
+scenarios (changes at job 50 and stationary regimes, slope 2.2); every other scenario
+(changes at jobs 25 and 75, slope 0.31) is *held out* and was not run while choosing them.
+
+Printed: per candidate set, slope and change point, the distribution of adaptive ÷ best
+fixed in hindsight (median, 90th percentile, worst, how many above 1.15; stationary:
+above 1.05), adaptive ÷ staying, decisions per run and their mean wall time; then the
+worst scenarios. ``--out FILE`` keeps one JSON line per scenario (appended);
+``--report FILE ...`` prints the tables of such files without running anything.
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
+import json
+import os
 import time
+from dataclasses import asdict, dataclass
+from multiprocessing import Pool
 from pathlib import Path
 
 import numpy as np
+from common import SHARED, machine
 
 import gclab.schemas  # noqa: F401  (registers the scheme schemas)
-from gclab import CONF_DIR
 from gclab.adapt.decide import Controller
 from gclab.adapt.options import Search
 from gclab.adapt.simulate import simulate_adaptive
-from gclab.network import NetworkConfig
-from gclab.network.trace import Trace, load_trace
+from gclab.network import DelayModel, NetworkConfig
+from gclab.network.trace import Trace
 from gclab.schemas import instantiate_checked
 from gclab.sim.fast import load_kernels
 from gclab.sim.search import Trial, scheme_option, search
 
-TRACES = CONF_DIR.parents[2] / "shared" / "traces"
-SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
-N = 256
+TRACES = SHARED / "traces"
+SETS = {"family": ("classic_cr",), "papers": ("uncoded", "classic_cr", "sr_sgc", "m_sgc")}
+N, JOBS, PROBE = 256, 100, 16
+#: The scenarios the defaults were chosen on.
+TUNING = {"slope": 2.2, "changes": (50,)}
 
 
-def rounds_of(name: str, rounds: int) -> np.ndarray:
-    """``rounds`` columns of trace ``name`` replayed in order (wrapping around)."""
-    durations, _ = load_trace(TRACES / f"{name}.npz")
-    return durations[:, np.arange(rounds) % durations.shape[1]]
+class Spliced(DelayModel):
+    """``first`` for rounds before ``at``, then ``second`` from its round 0: a sudden change."""
+
+    def __init__(self, first: Trace, second: Trace, at: int) -> None:
+        self.first, self.second, self.at = first, second, at
+        self.slope = first.slope  # both parts' (load_slope reads it)
+
+    def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
+        if round < self.at:
+            return self.first.delays(round, n, seed, load)
+        return self.second.delays(round - self.at, n, seed, load)
+
+    def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
+        before = min(rounds, self.at)
+        parts = [self.first.delays_by_load(before, n, seed, loads)]
+        if rounds > before:
+            parts.append(self.second.delays_by_load(rounds - before, n, seed, loads))
+        return np.concatenate(parts, axis=1)
 
 
-def heavy_rounds(rounds: int, tail: float) -> np.ndarray:
-    """``rounds`` columns replaying, in order, every round of the shared traces in which
-    some worker took more than ``tail`` seconds (file order, wrapping around)."""
-    columns = []
-    for path in sorted(TRACES.glob("lambda-*.npz")):
-        durations, _ = load_trace(path)
-        columns += [
-            durations[:, r] for r in range(durations.shape[1]) if durations[:, r].max() > tail
-        ]
-    heavy = np.stack(columns, axis=1)
-    return heavy[:, np.arange(rounds) % heavy.shape[1]]
+@dataclass(frozen=True)
+class Scenario:
+    """Regime ``first`` then, from job ``change``, ``second`` (stationary: ``change`` 0)."""
+
+    first: str
+    second: str
+    change: int
+    slope: float
+    candidates: str
+
+    @property
+    def tuning(self) -> bool:
+        return self.slope == TUNING["slope"] and self.change in (0, *TUNING["changes"])
+
+    def delay(self) -> DelayModel:
+        first = Trace(str(TRACES / f"{self.first}.npz"), slope=self.slope)
+        if not self.change:
+            return first
+        return Spliced(
+            first, Trace(str(TRACES / f"{self.second}.npz"), slope=self.slope), self.change
+        )
 
 
-def write(path: Path, durations: np.ndarray) -> Path:
-    np.savez(path, durations=durations, load=np.float64(0.0))
-    return path
+def regimes() -> list[str]:
+    """The shared traces' names (``lambda-<region>-cnn-w256-r<rounds>-load<load×100>``)."""
+    return sorted(path.stem for path in TRACES.glob("lambda-*.npz"))
 
 
-def searched(trace: Path, slope: float, network: NetworkConfig, jobs: int) -> list[Trial]:
-    """Every setting of the four schemes on ``jobs`` jobs of ``trace``, fastest first."""
-    delay = Trace(str(trace), slope=slope, base_load=0.0)
+def label(regime: str) -> str:
+    """``tokyo 0.50`` for ``lambda-tokyo-cnn-w256-r10-load050``."""
+    parts = regime.split("-")
+    return f"{parts[1]} {int(parts[-1][4:]) / 100:.2f}"
+
+
+def scenarios(
+    sets: list[str], slopes: list[float], changes: list[int], per_group: int | None = None
+) -> list[Scenario]:
+    """Every scenario, or ``per_group`` evenly spaced ones of each candidate set, slope
+    and change point (the pairs in the order of :func:`regimes`)."""
+    names = regimes()
+    out = []
+    for candidates in sets:
+        for slope in slopes:
+            for change in [*changes, 0]:
+                pairs = [(a, b) for a in names for b in names if (a != b) == bool(change)]
+                if per_group is not None and per_group < len(pairs):
+                    pairs = [
+                        pairs[i]
+                        for i in np.linspace(0, len(pairs) - 1, per_group).round().astype(int)
+                    ]
+                out += [Scenario(a, b, change, slope, candidates) for a, b in pairs]
+    return out
+
+
+def fastest(
+    scenario: Scenario, delay: DelayModel, network: NetworkConfig, jobs: int
+) -> list[Trial]:
+    """Every setting of the scenario's candidates on ``jobs`` jobs, fastest first."""
     trials = [
-        t for name in SCHEMES for t in search(scheme_option(name), N, delay, network, jobs, 0)
-    ]
+        t for name in SETS[scenario.candidates]
+        for t in search(scheme_option(name), N, delay, network, jobs, 0)
+    ]  # fmt: skip
     return sorted(trials, key=lambda t: t.result.total_time)
 
 
-def adaptive(trace: Path, args, network: NetworkConfig, start: Trial):
-    """The adaptive run from ``start``'s setting; its result and controller."""
-    delay = Trace(str(trace), slope=args.slope, base_load=0.0)
-    nodes = {name: scheme_option(name) for name in SCHEMES}
-    scheme = instantiate_checked(nodes[start.name], n=N, **start.params)
-    policy = Search(args.every, args.window, None, args.slack, args.margin)
-    controller = Controller(policy, nodes, scheme, delay, network, 0, 1427240.0)
-    began = time.perf_counter()
-    result = simulate_adaptive(scheme, controller, delay, network, args.jobs, 0)
-    return result, controller, time.perf_counter() - began
+def evaluate(job: tuple[Scenario, str, dict]) -> dict:
+    """One scenario's totals, as a JSON-able record."""
+    scenario, recovery, options = job
+    network = NetworkConfig(recovery=recovery)
+    delay = scenario.delay()
+    trials = fastest(scenario, delay, network, JOBS)
+    probe = fastest(scenario, delay, network, PROBE)[0]
+    staying = next(t for t in trials if t.result.scheme == probe.result.scheme)
+    nodes = {name: scheme_option(name) for name in SETS[scenario.candidates]}
+    start = instantiate_checked(nodes[probe.name], n=N, **probe.params)
+    policy = Search(**options)
+    controller = Controller(policy, nodes, start, delay, network, 0, 4.0 * 356_810)
+    began = time.process_time()
+    result = simulate_adaptive(start, controller, delay, network, JOBS, 0)
+    best = trials[0].result.total_time
+    return {
+        **asdict(scenario), "tuning": scenario.tuning, "recovery": recovery,
+        "best": best, "best_setting": trials[0].result.scheme, "start": probe.result.scheme,
+        "staying": staying.result.total_time, "adaptive": result.total_time,
+        "ratio": result.total_time / best, "switches": len(controller.switches),
+        "decisions": len(controller.seconds),
+        "decide_ms": 1e3 * float(np.mean(controller.seconds or [0.0])),
+        "cpu_s": time.process_time() - began,
+    }  # fmt: skip
 
 
-def scenario(name: str, phases: list[Path], whole: Path, args, network: NetworkConfig) -> None:
-    """One scenario's table rows for one recovery mode."""
-    jobs = args.jobs
-    trials = searched(whole, args.slope, network, jobs)
-    best = trials[0]
-    per_phase = sum(searched(p, args.slope, network, jobs // len(phases))[0].result.total_time
-                    for p in phases)  # fmt: skip
-    probe = searched(whole, args.slope, network, args.probe)[0]
-    kept = next(t for t in trials if t.result.scheme == probe.result.scheme)
-    start = probe if len(phases) > 1 else best
-    result, controller, wall = adaptive(whole, args, network, start)
-    total = result.total_time
-    seconds = controller.seconds or [0.0]
+def _start_worker() -> None:
+    load_kernels()  # compiled once per process, before any decision is timed
+
+
+def report(records: list[dict]) -> None:
+    """The distribution tables and the worst scenarios."""
     print(
-        f"| {name} | {network.recovery} | {best.result.total_time:.1f} ({best.result.scheme}) | "
-        f"{per_phase:.1f} | {kept.result.total_time:.1f} ({probe.result.scheme}) | {total:.1f} | "
-        f"{total / kept.result.total_time:.2f} | {total / best.result.total_time:.2f} | "
-        f"{len(controller.switches)} | {1e3 * np.mean(seconds):.0f} / {1e3 * max(seconds):.0f} | "
-        f"{wall:.1f} |"
+        "| candidates | slope | change at job | scenarios | tuning | adaptive ÷ best: median "
+        "| p90 | worst | above the bar | adaptive ÷ staying: median | decisions per run "
+        "| decision ms (mean) |"
     )
-    for switch in controller.switches:
-        print(f"  switch at job {switch.job}: {switch.scheme}")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["candidates"], r["slope"], r["change"]), []).append(r)
+    for (candidates, slope, change), rows in sorted(
+        groups.items(), key=lambda g: (g[0][0], -g[0][1], g[0][2] or 999)
+    ):
+        ratio = np.array([r["ratio"] for r in rows])
+        bar = 1.05 if not change else 1.15
+        staying = np.median([r["adaptive"] / r["staying"] for r in rows])
+        print(
+            f"| {candidates} | {slope} | {change or 'stationary'} | {len(rows)} "
+            f"| {'yes' if rows[0]['tuning'] else 'held out'} | {np.median(ratio):.3f} "
+            f"| {np.quantile(ratio, 0.9):.3f} | {ratio.max():.3f} "
+            f"| {(ratio > bar).sum()} (> {bar}) "
+            f"| {staying:.2f} | {np.mean([r['decisions'] for r in rows]):.0f} "
+            f"| {np.mean([r['decide_ms'] for r in rows]):.0f} |"
+        )
+    print("\nworst scenarios:")
+    for r in sorted(records, key=lambda r: -r["ratio"])[:8]:
+        change = f"at job {r['change']} to {label(r['second'])}" if r["change"] else "stationary"
+        print(
+            f"  {r['ratio']:.3f}  {r['candidates']}, slope {r['slope']}, {label(r['first'])} "
+            f"{change}: best {r['best']:.1f} s ({r['best_setting']}), "
+            f"adaptive {r['adaptive']:.1f} s, staying {r['staying']:.1f} s ({r['start']}), "
+            f"{r['switches']} switches"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--heavy", default=None, help="a trace (default: the heavy rounds)")
-    parser.add_argument("--tail", type=float, default=20.0)
-    parser.add_argument("--every", type=int, default=Search().every)
-    parser.add_argument("--window", type=int, default=Search().window)
-    parser.add_argument("--slack", type=float, default=Search().slack)
-    parser.add_argument("--margin", type=float, default=Search().margin)
-    parser.add_argument("--calm", default="lambda-sydney-cnn-w256-r20-load000")
-    parser.add_argument("--slope", type=float, default=0.31)
-    parser.add_argument("--jobs", type=int, default=100)
-    parser.add_argument("--probe", type=int, default=16)
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
-    load_kernels()
-    half = args.jobs // 2
-    print(f"every={args.every} window={args.window} slack={args.slack} margin={args.margin}")
-    print(
-        "| scenario | recovery | best fixed in hindsight (s) | best per phase (s) | "
-        "probe then fixed (s) | adaptive (s) | adaptive / probe | adaptive / best | "
-        "switches | decision ms (mean / max) | adaptive run wall (s) |"
+    parser.add_argument("--sets", default="family,papers", help="family, papers or both")
+    parser.add_argument("--slopes", default="2.2,0.31")
+    parser.add_argument("--changes", default="25,50,75", help="jobs at which the regime changes")
+    parser.add_argument("--recovery", default="wait_all")
+    parser.add_argument("--quick", action="store_true", help="the family's tuning scenarios")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--per-group", type=int, help="evenly spaced scenarios per group")
+    parser.add_argument("--out", type=Path, help="one JSON line per scenario")
+    parser.add_argument(
+        "--report", type=Path, nargs="+", help="print the tables of earlier --out files only"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    modes = ("wait_all",) if args.quick else ("wait_all", "decodable")
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        calm = rounds_of(args.calm, args.jobs)
-        if args.heavy is None:
-            heavy = heavy_rounds(args.jobs, args.tail)
-        else:
-            heavy = rounds_of(args.heavy, args.jobs)
-        change = write(folder / "change.npz", np.concatenate([calm[:, :half], heavy[:, :half]], 1))
-        phases = [write(folder / "a.npz", calm[:, :half]), write(folder / "b.npz", heavy[:, :half])]
-        scenarios = [("regime change", phases, change)]
-        if not args.quick:
-            for label, durations in (("stationary heavy", heavy), ("stationary calm", calm)):
-                path = write(folder / f"{label.split()[1]}.npz", durations)
-                scenarios.append((label, [path], path))
-        for recovery in modes:
-            network = NetworkConfig(recovery=recovery)
-            for name, parts, whole in scenarios:
-                scenario(name, parts, whole, args, network)
+    parser.add_argument(
+        "--options", default="{}", help="adapt.* options as JSON, e.g. '{\"every\": 2}'"
+    )
+    args = parser.parse_args()
+    if args.report:  # a scenario in several files counts once (the last)
+        lines = [line for path in args.report for line in path.read_text().splitlines()]
+        records = [json.loads(line) for line in lines]
+        keys = ("candidates", "slope", "change", "first", "second", "recovery")
+        report(list({tuple(r[k] for k in keys): r for r in records}.values()))
+        return
+    if not TRACES.is_dir():
+        raise SystemExit(f"the shared traces are not at {TRACES}")
+    if args.quick:
+        args.sets, args.slopes, args.changes = "family", "2.2", "50"
+    sets = args.sets.split(",")
+    slopes = [float(s) for s in args.slopes.split(",")]
+    changes = [int(c) for c in args.changes.split(",") if c]  # none: stationary only
+    options = json.loads(args.options)
+    chosen = scenarios(sets, slopes, changes, args.per_group)
+    jobs = [(s, args.recovery, options) for s in chosen]
+    print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"# adapt=search {vars(Search(**options))}; {len(jobs)} scenarios, recovery {args.recovery}"
+    )
+    began = time.perf_counter()
+    records = []
+    with Pool(args.processes, initializer=_start_worker) as pool:
+        for record in pool.imap_unordered(evaluate, jobs):
+            records.append(record)
+            if args.out:
+                with args.out.open("a") as out:
+                    out.write(json.dumps(record) + "\n")
+    print(f"# {time.perf_counter() - began:.0f} s wall; load average {os.getloadavg()[0]:.1f}\n")
+    report(records)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     python bench/sim_speed.py            # 1000 jobs per scheme; search timed best of 5
     python bench/sim_speed.py --quick    # 100 jobs per scheme; search timed once
     python bench/sim_speed.py --search-only
+    python bench/sim_speed.py --against main    # the search against a revision, side by side
+    python bench/sim_speed.py --against main --only-in-process   # in one process only
 
 Every scheme runs with the same delays: stragglers (1 s + Exp(0.3 s) per worker and
 round, a fresh pattern every round so decoders cannot live off their caches) plus 1 %
@@ -23,7 +25,13 @@ simulator's full search of the same trace (3329 settings, its time read from
 (theirs). Also: the same settings per second through the general engine (a sample), and
 a cold start (:mod:`first_search`'s: a fresh copy of the package, an empty numba cache, so the
 kernels compile). Skipped, with the reason, when
-``../shared/traces`` is absent.
+``../shared/traces`` is absent. ``--against REV`` runs the search commands of the working
+tree and of a git revision alternately (its kernels compiled first) and prints both
+``search_seconds`` (best of the repeats), their ratio and each against the public
+simulator's time, so that a change is measured under one load; then the same search
+called in one process (the four grids, kernels loaded, timed apart from Hydra and the
+interpreter), wall and CPU seconds, best of the repeats: on a loaded machine the wall
+time swells with the other processes and the CPU time much less.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ import time
 from pathlib import Path
 
 import first_search
+from common import SHARED
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
@@ -52,7 +61,7 @@ from gclab.sim.engine import simulate
 from gclab.sim.search import grid, scheme_option, search
 
 #: The probe trace of the search benchmark and the schemes whose grids it searches.
-SEARCH_TRACE = CONF_DIR.parents[2] / "shared/traces/lambda-sydney-cnn-w256-r20-load000.npz"
+SEARCH_TRACE = SHARED / "traces/lambda-sydney-cnn-w256-r20-load000.npz"
 SEARCH_SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
 #: The search's links and server time when bytes are on.
 BYTES = [
@@ -95,7 +104,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="100 jobs instead of 1000")
     parser.add_argument("--workers", type=int, default=256)
     parser.add_argument("--search-only", action="store_true", help="only the papers' search")
+    parser.add_argument("--against", metavar="REV", help="the search against a git revision")
+    parser.add_argument("--repeats", type=int, default=5, help="runs of each search timed")
+    parser.add_argument(
+        "--only-in-process", action="store_true", help="with --against: no search commands"
+    )
+    parser.add_argument("--in-process", metavar="RECOVERY", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.in_process:  # the child of --against: this interpreter's package, timed
+        print(json.dumps(in_process(args.in_process, args.repeats)))
+        return
+    if args.against:
+        against(args.against, args.repeats, not args.only_in_process)
+        return
     if not args.search_only:
         every_scheme(100 if args.quick else 1000, args.workers)
     papers_search(repeats=1 if args.quick else 5, cold=not args.quick)
@@ -160,9 +181,85 @@ def papers_search(repeats: int, cold: bool) -> None:
         print(f"cold start (a fresh install, the kernels compile): whole command {wall:.1f} s")
 
 
-def search_command(recovery: str, extra: list[str]) -> tuple[float, dict]:
-    """Run the search command (plus ``extra`` overrides) in a fresh interpreter:
-    ``(wall seconds, summary.json)``."""
+def against(rev: str, repeats: int, commands: bool = True) -> None:
+    """``search_seconds`` of the working tree and of ``rev``, alternately, best of
+    ``repeats`` (unless not ``commands``), then both searches in one process."""
+    theirs = public.search_seconds(SEARCH_TRACE.parent / "PUBLIC_SIMULATOR.md")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp)
+        first_search.install(source, rev)
+        compile_kernels = "from gclab.sim.fast import load_kernels; load_kernels()"
+        subprocess.run([sys.executable, "-c", compile_kernels], cwd=source, check=True,
+                       env={**os.environ, "PYTHONPATH": str(source)})  # fmt: skip
+        if commands:
+            search_commands(rev, repeats, source, theirs)
+        print(f"\nthe same search in one process, best of {repeats} (load average "
+              f"{os.getloadavg()[0]:.1f})\n")  # fmt: skip
+        print(f"| recovery | working tree wall / CPU (s) | {rev} wall / CPU (s) | CPU ratio "
+              f"| working tree CPU ÷ public | {rev} CPU ÷ public |")  # fmt: skip
+        print("|---|---|---|---|---|---|")
+        for recovery in ("wait_all", "decodable"):
+            ours = child_in_process(recovery, repeats, None)
+            old = child_in_process(recovery, repeats, source)
+            print(
+                f"| {recovery} | {ours['wall']:.3f} / {ours['cpu']:.3f} "
+                f"| {old['wall']:.3f} / {old['cpu']:.3f} | {ours['cpu'] / old['cpu']:.2f} "
+                f"| {ours['cpu'] / theirs:.3f} | {old['cpu'] / theirs:.3f} |"
+            )
+    print(f"\nload average {os.getloadavg()[0]:.1f}; the public simulator: {theirs} s")
+
+
+def search_commands(rev: str, repeats: int, source: Path, theirs: float) -> None:
+    """The search command's ``search_seconds`` here and at ``source`` (``rev``), alternately."""
+    print(f"the papers' search, {repeats} runs each, alternately "
+          f"(load average {os.getloadavg()[0]:.1f})\n")  # fmt: skip
+    print(f"| recovery | bytes | working tree (s) | {rev} (s) | ratio "
+          f"| working tree ÷ public simulator | {rev} ÷ public simulator |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for recovery, extra in [(r, b) for r in ("wait_all", "decodable") for b in ([], BYTES)]:
+        ours, old = [], []
+        for _ in range(repeats):
+            ours.append(search_command(recovery, extra)[1]["search_seconds"])
+            old.append(search_command(recovery, extra, source)[1]["search_seconds"])
+        print(
+            f"| {recovery} | {'on' if extra else 'off'} | {min(ours):.3f} | {min(old):.3f} "
+            f"| {min(ours) / min(old):.2f} | {min(ours) / theirs:.3f} "
+            f"| {min(old) / theirs:.3f} |"
+        )
+
+
+def in_process(recovery: str, repeats: int) -> dict[str, float]:
+    """The papers' search (bytes off) called in this process: best wall and CPU seconds
+    of ``repeats`` calls after one that loads the kernels and fills the caches."""
+    from gclab.sim.fast import load_kernels
+
+    load_kernels()
+    delay = Trace(str(SEARCH_TRACE), slope=2.2, base_load=0.0)
+    network = NetworkConfig(mu=1.0, recovery=recovery)
+    nodes = [scheme_option(name) for name in SEARCH_SCHEMES]
+    wall, cpu = [], []
+    for _ in range(repeats + 1):
+        began, began_cpu = time.perf_counter(), time.process_time()
+        for node in nodes:
+            search(node, 256, delay, network, 16, 0)
+        wall.append(time.perf_counter() - began)
+        cpu.append(time.process_time() - began_cpu)
+    return {"wall": min(wall[1:]), "cpu": min(cpu[1:])}
+
+
+def child_in_process(recovery: str, repeats: int, source: Path | None) -> dict[str, float]:
+    """:func:`in_process` in a fresh interpreter, on the package at ``source`` if given."""
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
+    command = [sys.executable, __file__, "--in-process", recovery, "--repeats", str(repeats)]
+    return json.loads(timed(command, None, env)[1].splitlines()[-1])
+
+
+def search_command(
+    recovery: str, extra: list[str], source: Path | None = None
+) -> tuple[float, dict]:
+    """Run the search command (plus ``extra`` overrides) in a fresh interpreter, on the
+    package at ``source`` if given: ``(wall seconds, summary.json)``."""
+    env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
     with tempfile.TemporaryDirectory() as out:
         command = [
             sys.executable, "-m", "gclab.sim", "sim.search=true",
@@ -171,13 +268,15 @@ def search_command(recovery: str, extra: list[str]) -> tuple[float, dict]:
             "delay.base_load=0", "network.mu=1", f"network.recovery={recovery}",
             f"hydra.run.dir={out}", *extra,
         ]  # fmt: skip
-        wall, _ = timed(command)
+        wall, _ = timed(command, source, env)
         return wall, json.loads((Path(out) / "summary.json").read_text())
 
 
-def timed(command: list[str]) -> tuple[float, str]:
+def timed(
+    command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[float, str]:
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=cwd, env=env)
     return time.perf_counter() - start, done.stdout
 
 

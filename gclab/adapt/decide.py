@@ -1,13 +1,18 @@
 """The adaptive controller: when to decide, what the search says, and whether to switch.
 
-At every ``adapt.every``-th job boundary, once ``adapt.window`` rounds were observed,
-the controller builds the window's delay model (:mod:`gclab.adapt.observe`) and runs
-the parameter search (:func:`gclab.sim.search.search`: the fast path for the SGC
-papers' four schemes) over every candidate scheme's grid, simulating ``window`` jobs.
-Among the settings within ``adapt.slack`` of the fastest it takes the one with the
-highest load (the most redundancy), and switches to it when that beats the current one
-on the window by more than ``adapt.margin``; the caller drains the old scheme first and
-starts the new one at that boundary. A candidate without a grid is its option's one setting.
+A decision is due at every ``adapt.every``-th job boundary, and at the boundary after a
+round that waited (news: the current setting did not cover what the round brought),
+once ``adapt.window`` rounds were observed. The controller then builds the window's
+delay model (:mod:`gclab.adapt.observe`), runs the parameter search
+(:func:`gclab.sim.search.search`: the fast path for the SGC papers' four schemes) over
+every candidate scheme's grid on it, simulating ``window`` jobs, and takes from it what
+each of the window's rounds would have cost each setting. Those costs go into
+:class:`~gclab.adapt.memory.Memories`, which scores every setting over the last
+``m`` rounds for each length ``m`` of ``adapt.memories`` and trusts the memory whose
+earlier picks did best. The trusted memory's pick (the most redundant setting within
+``adapt.slack`` of its fastest) replaces the current setting when it beats it on that
+memory by more than ``adapt.margin``; the caller drains the old scheme first and starts
+the new one at that boundary. A candidate without a grid is its option's one setting.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
 from hydra.utils import get_class
 from omegaconf import DictConfig
 
+from gclab.adapt.memory import Memories
 from gclab.adapt.observe import Observed, Window, load_slope
 from gclab.adapt.options import Search
 from gclab.coding.contract import Scheme
@@ -27,7 +34,7 @@ from gclab.network import DelayModel, NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
 from gclab.sim.fast import load_kernels
-from gclab.sim.search import Trial, scheme_name, scheme_options, search
+from gclab.sim.search import class_grid, scheme_name, scheme_options, search
 
 
 def controller(
@@ -87,7 +94,7 @@ def require_static(nodes: dict[str, DictConfig], n: int) -> None:
 
 def _settings(node: DictConfig, n: int, recovery: str) -> list[dict[str, Any]] | None:
     """The scheme's grid, or ``None`` when it has none (its one setting is searched)."""
-    return get_class(node._target_).search_grid(n, recovery)
+    return class_grid(get_class(node._target_), n, recovery)
 
 
 @dataclass(frozen=True)
@@ -98,9 +105,14 @@ class Switch:
     name: str
     params: dict[str, Any]
     scheme: str
+    #: The length, in rounds, of the memory whose pick it was.
+    memory: int
 
     def record(self) -> dict[str, object]:
-        return {"job": self.job, "scheme": self.name, "params": self.params, "setting": self.scheme}
+        return {
+            "job": self.job, "scheme": self.name, "params": self.params, "setting": self.scheme,
+            "memory": self.memory,
+        }  # fmt: skip
 
 
 class Controller:
@@ -125,7 +137,15 @@ class Controller:
         #: Seconds of delay per unit load the delay model states (0: none).
         self.slope = load_slope(delay)
         self.window = Window(policy.window)
+        self.memories = Memories(policy.memories, policy.judge)
+        #: Per candidate: ``None`` to search its grid, ``[{}]`` for its one setting.
+        self.own = {
+            name: None if _settings(node, self.n, network.recovery) else [{}]
+            for name, node in nodes.items()
+        }
         self.current = start
+        #: Whether the last round observed waited.
+        self.waited = False
         self.switches: list[Switch] = []
         #: Wall seconds of each decision.
         self.seconds: list[float] = []
@@ -134,10 +154,14 @@ class Controller:
         """Record a round the server ran with ``scheme``."""
         size = scheme.packet_fraction * protocol.links.payload
         self.window.add(outcome, protocol, scheme.load, size)
+        self.memories.add_round()
+        self.waited = bool(outcome.waited)
 
     def due(self, job: int) -> bool:
         """Whether the boundary before ``job`` is a decision point."""
-        return job > 0 and job % self.policy.every == 0 and len(self.window) >= self.policy.window
+        if job <= 0 or len(self.window) < self.policy.window:
+            return False
+        return self.waited or job % self.policy.every == 0
 
     def decide(self, job: int, now: float) -> Scheme | None:
         """The scheme to run from job ``job`` on, or ``None`` to keep the current one.
@@ -147,33 +171,47 @@ class Controller:
         begin = time.perf_counter()
         model = self.window.model(now, self.slope)
         network = replace(self.network, server_time=self.window.server_time())
-        args = (model, network, self.policy.window, self.seed, 0.0, self.payload)
-        trials: list[Trial] = []
-        for node in self.nodes.values():
-            own = None if _settings(node, self.n, self.network.recovery) else [{}]
-            trials += search(node, self.n, *args, own)
-        times = {id(t): t.result.total_time for t in trials}
-        bound = (1 + self.policy.slack) * min(times.values())
-        near = [t for t in trials if times[id(t)] <= bound]
-        best = max(near, key=lambda t: (t.result.load, -times[id(t)]))
+        rounds = self.policy.window
+        args = (model, network, rounds, self.seed, 0.0, self.payload)
+        trials = [
+            t
+            for name, node in self.nodes.items()
+            for t in search(node, self.n, *args, self.own[name])
+        ]
+        results = [(t.result, t) for t in trials]
         name = self.current.describe()
-        now_trial = next((t for t in trials if t.result.scheme == name), None)
-        if now_trial is None:  # the configured setting is off the grids
-            current = simulate(self.current, *args).total_time
-        else:
-            current = times[id(now_trial)]
+        if all(t.result.scheme != name for t in trials):  # the configured setting is off the grids
+            results.append((simulate(self.current, *args), None))
+        memory = self.memories
+        columns = np.array([memory.column(r.scheme, r.load) for r, _ in results])
+        costs = np.zeros((rounds, len(results)))
+        for i, (result, _) in enumerate(results):  # the window's rounds; not the drain after
+            ran = result.index < rounds
+            costs[result.index[ran], i] = result.durations[ran]
+        memory.revise(columns, costs)
+        scores = memory.scores()
+        picks = memory.picks(scores, columns[: len(trials)], self.policy.slack)
+        trusted = memory.trusted()
+        best, current = picks[trusted], memory.columns[name]
         chosen = None
-        if best.result.scheme != name and times[id(best)] < (1 - self.policy.margin) * current:
-            chosen = instantiate_checked(self.nodes[best.name], n=self.n, **best.params)
-            self.switches.append(Switch(job, best.name, best.params, chosen.describe()))
+        if (
+            best != current
+            and scores[trusted, best] < (1 - self.policy.margin) * scores[trusted, current]
+        ):
+            trial = trials[int(np.flatnonzero(columns == best)[0])]
+            chosen = instantiate_checked(self.nodes[trial.name], n=self.n, **trial.params)
+            length = memory.lengths[trusted]
+            self.switches.append(Switch(job, trial.name, trial.params, chosen.describe(), length))
             self.current = chosen
         self.seconds.append(time.perf_counter() - begin)
         return chosen
 
     def state_dict(self) -> dict[str, object]:
-        """The window, the switches and the decision times, for a checkpoint."""
+        """The window, the memories, the switches and the decision times, for a checkpoint."""
         return {
             "window": [vars(o) for o in self.window.rounds],
+            "waited": self.waited,
+            "memories": self.memories.state_dict(),
             "switches": [s.record() for s in self.switches],
             "seconds": list(self.seconds),
         }
@@ -182,8 +220,10 @@ class Controller:
         """Continue from :meth:`state_dict`; the scheme switched to last, if any."""
         self.window.rounds.clear()
         self.window.rounds.extend(Observed(**o) for o in state["window"])
+        self.waited = bool(state["waited"])
+        self.memories.load_state_dict(state["memories"])
         self.switches = [
-            Switch(s["job"], s["scheme"], dict(s["params"]), s["setting"])
+            Switch(s["job"], s["scheme"], dict(s["params"]), s["setting"], s["memory"])
             for s in state["switches"]
         ]
         self.seconds = list(state["seconds"])

@@ -74,11 +74,13 @@ class Window:
         """The window as a delay model, with what is known at clock time ``now``."""
         compute = np.stack([o.compute for o in self.rounds], axis=1)
         delay = np.empty_like(compute)
+        span = now - self.rounds[0].start  # the time the window covers
         for i, o in enumerate(self.rounds):
-            seen = np.minimum(o.arrival, now - o.start)  # not arrived yet: at least this long
-            rest = seen - o.overhead - o.compute
+            flying = o.arrival > now - o.start  # not arrived yet: at least this long
+            rest = np.minimum(o.arrival, now - o.start) - o.overhead - o.compute
             known = ~np.isnan(rest)
             delay[:, i] = np.where(known, rest, np.median(rest[known]) if known.any() else 0.0)
+            delay[flying, i] += span  # and, as far as the window can tell, a window longer
         loads = np.array([o.load for o in self.rounds])
         return ObservedDelays(compute, delay, loads, slope)
 
@@ -93,19 +95,24 @@ class ObservedDelays(DelayModel):
         self.delay = delay
         self.loads = loads
         self.slope = slope
+        #: Seconds per unit load of each observation: none for a delay observed as 0.
+        self.slopes = np.where(delay > 0, slope, 0.0)
 
     def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
         i = round % self.delay.shape[1]
         base = self.loads[i]
-        value = self.compute[:, i] * load / base + self.delay[:, i] + self.slope * (load - base)
+        value = (
+            self.compute[:, i] * load / base + self.delay[:, i] + self.slopes[:, i] * (load - base)
+        )
         return np.maximum(value, 0.0)
 
     def delays_by_load(self, rounds: int, n: int, seed: int, loads: np.ndarray) -> np.ndarray:
         columns = np.arange(rounds) % self.delay.shape[1]
         base = self.loads[columns][None, :, None]
         loads = np.asarray(loads, dtype=np.float64)[:, None, None]
-        out = self.delay[:, columns].T[None] + self.slope * (loads - base)
-        if self.compute.any():  # the simulator's default (unit_time 0) has none
+        out = self.slopes[:, columns].T[None] * (loads - base)
+        out += self.delay[:, columns].T[None]
+        if self.compute.any():  # none where the delay model's draws are the compute (a trace)
             out += self.compute[:, columns].T[None] * (loads / base)
         return np.maximum(out, 0.0, out=out)
 

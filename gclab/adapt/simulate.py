@@ -59,7 +59,6 @@ def simulate_adaptive(
     """Simulate ``jobs`` jobs starting with ``scheme``, switching as ``controller`` decides."""
     check_clock(network)
     check_run(scheme, delay, jobs, unit_time, payload_bytes)
-    every = controller.policy.every
     rows: list[tuple] = []  # round, duration, erasures, lost, late, retrans., waited, server,
     # bytes, coverage
     loads: list[float] = []
@@ -72,14 +71,14 @@ def simulate_adaptive(
         protocol.clock = clock
         decoder = scheme.decoder()
         compute = np.full(scheme.n, unit_time * scheme.load)
-        limit = min(jobs, (first // every + 1) * every) - first  # jobs this segment starts
+        limit = 1  # jobs this segment starts (so far): one more at each boundary not switched at
         following, r, last = None, 0, -1
         while True:
             if r == limit and following is None and first + limit < jobs:
                 if controller.due(first + limit):
                     following = controller.decide(first + limit, protocol.clock)
                 if following is None:
-                    limit = min(jobs, first + limit + every) - first
+                    limit += 1
             if r >= limit + scheme.T:
                 break
             decoder.begin_round(r)

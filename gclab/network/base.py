@@ -52,7 +52,8 @@ class DelayModel:
 
         The fast parameter search (:mod:`gclab.sim.fast`) asks for every load of a grid at
         once. This asks :meth:`delays` once per load and round; models that can answer
-        faster override it with the same values, bit for bit.
+        faster override it with the same values, bit for bit. The caller owns the array
+        returned and may write into it, unless it is read-only (e.g. a broadcast view).
         """
         out = np.empty((len(loads), rounds, n))
         for i, load in enumerate(np.asarray(loads, dtype=np.float64).tolist()):

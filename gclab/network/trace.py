@@ -84,7 +84,8 @@ class Trace(DelayModel):
             self.check(n, rounds)
         columns = self.durations[np.arange(n) % workers][:, np.arange(rounds) % length].T
         shift = (np.asarray(loads, dtype=np.float64) - self.base_load) * self.slope
-        return np.maximum(columns[None] + shift[:, None, None], 0.0)
+        out = np.add(columns[None], shift[:, None, None])
+        return np.maximum(out, 0.0, out=out)
 
 
 def load_trace(path: Path) -> tuple[np.ndarray, float | None]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -69,9 +70,10 @@ class SimResult:
     #: for a round that finished none.
     coverage: np.ndarray
 
-    @property
+    @cached_property
     def total_time(self) -> float:
-        """The virtual clock at the end: sum of round durations, seconds."""
+        """The virtual clock at the end: sum of round durations, seconds (a search sorts
+        thousands of results by it, more than once)."""
         return float(self.durations.sum())
 
     @property

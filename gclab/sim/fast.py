@@ -33,7 +33,7 @@ from gclab.coding.sr_sgc import sr_sgc_stragglers
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.draws import stream_seed
 from gclab.network.links import Links
-from gclab.sim.bitsets import bitsets
+from gclab.sim.bitsets import BYTE_BITS, packed, words
 from gclab.sim.engine import SimResult
 
 Params = dict[str, Any]
@@ -67,10 +67,12 @@ class Records:
         self.waited = np.zeros((settings, rounds), dtype=bool)
         self.failed = np.zeros(settings, dtype=bool)
 
-    def store(self, rows: np.ndarray, part: Records) -> None:
-        """Copy ``part`` (a batch's records) into rows ``rows``."""
-        for key, value in vars(part).items():
-            getattr(self, key)[rows] = value
+    def rows(self, first: int, last: int) -> Records:
+        """Rows ``first .. last − 1`` as records of their own: views the kernels write into."""
+        part = object.__new__(Records)
+        for key, value in vars(self).items():
+            setattr(part, key, value[first:last])
+        return part
 
 
 def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
@@ -101,7 +103,9 @@ def _sgc(multiplexed: bool) -> Callable[..., None]:
         from gclab.sim import sgc_kernels
 
         B, W, lam = (np.array([p[k] for p in settings], dtype=np.int64) for k in ("B", "W", "lam"))
-        s = np.array([sr_sgc_stragglers(*p) for p in zip(B, W, lam)], dtype=np.int64)
+        s = np.array(
+            [sr_sgc_stragglers(p["B"], p["W"], p["lam"]) for p in settings], dtype=np.int64
+        )
         rounds, n = arrivals.shape[1:]
         state = sgc_kernels.sgc_state(multiplexed, rounds, n, jobs, B, W)
         sgc_kernels.sgc_rounds(
@@ -188,20 +192,24 @@ def fast_results(
     profile = np.array([[shape.load for shape in shapes], sizes]).T
     profiles, profile_of = np.unique(profile, axis=0, return_inverse=True)
     profile_of = profile_of.reshape(-1)
+    # settings in order of their profile, so that each batch's records are one slice
+    order = np.argsort(profile_of, kind="stable")
+    bounds = np.searchsorted(profile_of[order], np.arange(0, len(profiles), LOAD_BATCH))
     out = Records(len(settings), rounds)
-    for first in range(0, len(profiles), LOAD_BATCH):
-        batch = profiles[first : first + LOAD_BATCH]
-        rows = np.flatnonzero((profile_of >= first) & (profile_of < first + len(batch)))
-        part = Records(len(rows), rounds)
-        arrivals = _arrivals(batch, delay, links, rounds, n, seed, unit_time) + network.latency
-        chosen = [settings[i] for i in rows]
+    for batch, first in enumerate(range(0, len(profiles), LOAD_BATCH)):
+        begin, end = bounds[batch], bounds[batch + 1] if batch + 1 < len(bounds) else len(order)
+        rows = order[begin:end]
+        arrivals = _arrivals(profiles[first : first + LOAD_BATCH], delay, links, rounds, n, seed,
+                             unit_time)  # fmt: skip
+        if network.latency:
+            arrivals += network.latency
         stats = round_stats(arrivals, network)
         family.run(
-            arrivals, stats, profile_of[rows] - first, chosen, jobs, network, cycles[rows], part
-        )
-        out.store(rows, part)
+            arrivals, stats, profile_of[rows] - first, [settings[i] for i in rows], jobs, network,
+            cycles[rows], out.rows(begin, end),
+        )  # fmt: skip
     server = float(network.server_time)
-    return _results(shapes, n, jobs, out, server, sizes)
+    return _results(shapes, n, jobs, out, order, server, sizes)
 
 
 def _arrivals(
@@ -217,12 +225,21 @@ def _arrivals(
     ``(load, packet size)`` profile, as the protocol computes them (compute + delay, the
     broadcast, the links)."""
     loads, sizes = profiles[:, 0], profiles[:, 1]
-    sent = unit_time * loads[:, None, None] + delay.delays_by_load(rounds, n, seed, loads)
+    sent = delay.delays_by_load(rounds, n, seed, loads)
+    if not sent.flags.writeable:  # e.g. one draw broadcast to every load
+        sent = np.array(sent)
+    if unit_time:  # compute + delay, as the protocol adds them
+        sent += unit_time * loads[:, None, None]
     broadcast = links.broadcast_time(n)
     if broadcast:
         sent += broadcast
     if not links.shared:
-        return np.stack([links.arrivals(sent[i], size) for i, size in enumerate(sizes)])
+        for i, size in enumerate(sizes):
+            row = sent[i]
+            arrived = links.arrivals(row, size)
+            if arrived is not row:  # the packet's time on the wire
+                row[...] = arrived
+        return sent
     from gclab.sim import kernels
 
     out = np.empty_like(sent)
@@ -238,8 +255,9 @@ def round_stats(arrivals: np.ndarray, network: NetworkConfig) -> tuple[np.ndarra
         if network.policy == "all"
         else np.minimum((1.0 + network.mu) * arrivals.min(axis=2), last)
     )
-    is_late = arrivals > close[..., None]
-    return close, last, bitsets(is_late), is_late.sum(axis=2)
+    late = packed(arrivals > close[..., None])
+    late_count = BYTE_BITS[late].sum(axis=2, dtype=np.int64)  # an eighth of the flags
+    return close, last, words(late), late_count
 
 
 def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
@@ -257,20 +275,35 @@ def lossless(delay: DelayModel, rounds: int, n: int, seed: int, T: int) -> bool:
 
 
 def _results(
-    shapes: list[Shape], n: int, jobs: int, out: Records, server: float, sizes: np.ndarray
+    shapes: list[Shape],
+    n: int,
+    jobs: int,
+    out: Records,
+    order: np.ndarray,
+    server: float,
+    sizes: np.ndarray,
 ) -> list[SimResult | None]:
-    """One :class:`SimResult` per setting, as the engine builds it (rounds run only)."""
+    """One :class:`SimResult` per setting, as the engine builds it (rounds run only); row
+    ``k`` of ``out`` holds setting ``order[k]``. A result's arrays are views of arrays
+    shared by every setting (read-only where several results share one)."""
+    row_of = np.empty_like(order)
+    row_of[order] = np.arange(len(order))
     count = out.ran.sum(axis=1)
     prefix = np.cumsum(~out.ran, axis=1)[np.arange(len(shapes)), np.maximum(count - 1, 0)] == 0
-    numbers = np.arange(out.ran.shape[1])
-    lost = np.zeros(out.ran.shape[1], dtype=np.int64)
+    rounds = out.ran.shape[1]
+    durations = out.duration + server if server else out.duration
+    sent_bytes = (n + out.sent) * sizes[order][:, None]
+    numbers, lost = np.arange(rounds), np.zeros(rounds, dtype=np.int64)
+    server_time, coverage = np.full(rounds, server), np.ones(rounds)
+    for shared in (numbers, lost, server_time, coverage):
+        shared.setflags(write=False)
     results: list[SimResult | None] = []
-    for i, shape in enumerate(shapes):
-        if out.failed[i]:
+    for shape, k in zip(shapes, row_of.tolist()):
+        if out.failed[k]:
             results.append(None)
             continue
-        rows = slice(0, count[i]) if prefix[i] else np.flatnonzero(out.ran[i])
-        sent = out.sent[i, rows]
+        ran = int(count[k])
+        rows = slice(0, ran) if prefix[k] else np.flatnonzero(out.ran[k])
         results.append(
             SimResult(
                 scheme=shape.description,
@@ -278,15 +311,15 @@ def _results(
                 load=float(shape.load),
                 jobs=jobs,
                 index=numbers[rows],
-                durations=out.duration[i, rows] + server,
-                erasures=out.erased[i, rows],
-                lost=lost[: count[i]],
-                late=out.late[i, rows],
-                retransmissions=sent,
-                waited=out.waited[i, rows],
-                server_time=np.full(count[i], server),
-                bytes=(n + sent) * sizes[i],
-                coverage=np.ones(count[i]),
+                durations=durations[k, rows],
+                erasures=out.erased[k, rows],
+                lost=lost[:ran],
+                late=out.late[k, rows],
+                retransmissions=out.sent[k, rows],
+                waited=out.waited[k, rows],
+                server_time=server_time[:ran],
+                bytes=sent_bytes[k, rows],
+                coverage=coverage[:ran],
             )
         )
     return results

@@ -13,9 +13,10 @@ each setting alone. ``sim.grid`` (a list of parameter dicts, e.g.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from hydra import compose, initialize_config_dir
@@ -102,7 +103,7 @@ def _composing() -> Iterator[None]:
 def grid(scheme: DictConfig, n: int, recovery: str = "decodable") -> list[Params]:
     """The parameter settings to try for the scheme configured by ``scheme``."""
     cls = get_class(scheme._target_)
-    settings = cls.search_grid(n, recovery)
+    settings = class_grid(cls, n, recovery)
     if settings is None:
         with_grids = [name for name, c in SCHEMES.items() if c.search_grid(n, recovery) is not None]
         raise ConfigError(
@@ -110,6 +111,23 @@ def grid(scheme: DictConfig, n: int, recovery: str = "decodable") -> list[Params
             f"grids exist for {', '.join(sorted(with_grids))}."
         )
     return settings
+
+
+def class_grid(cls: type, n: int, recovery: str) -> list[Params] | None:
+    """``cls.search_grid(n, recovery)``, computed once per process (an adaptive run asks
+    at every decision; the grids of the SGC schemes take milliseconds to build). The
+    cache is keyed on the method itself, so a class whose ``search_grid`` is replaced
+    asks the new one. Each call returns fresh dicts."""
+    settings = _grid_of(cls.search_grid, n, str(recovery))
+    return None if settings is None else [dict(items) for items in settings]
+
+
+@lru_cache(maxsize=64)
+def _grid_of(
+    method: Callable[[int, str], list[Params] | None], n: int, recovery: str
+) -> tuple[tuple[tuple[str, Any], ...], ...] | None:
+    settings = method(n, recovery)
+    return None if settings is None else tuple(tuple(params.items()) for params in settings)
 
 
 def search(

@@ -30,7 +30,12 @@ BAD = [
     (["adapt.every=0"], r"adapt\.every=0 is invalid: it must be an integer >= 1\."),
     (["adapt.window=-1"], r"adapt\.window=-1 is invalid: it must be an integer >= 1\."),
     (["adapt.window=50"], LONG + r" of at most the run's jobs\."),
+    (["adapt.memories=[10,0]"],
+     r"adapt\.memories=\[10, 0\] is invalid: give one or more lengths in rounds, each an "
+     r"integer >= 1\."),
+    (["adapt.judge=0"], r"adapt\.judge=0\.0 is invalid: it must be a half-life in rounds > 0\."),
 ]  # fmt: skip
+IDS = ["scheme", "option", "every", "window", "long", "memories", "judge"]
 
 
 def sim(cwd: Path, *overrides: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
@@ -53,18 +58,14 @@ def one_sentence(message: str, pattern: str) -> None:
     assert "\n" not in message
 
 
-@pytest.mark.parametrize(
-    ("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"]
-)
+@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=IDS)
 def test_simulator_refuses_bad_adapt_values(extra: list[str], pattern: str) -> None:
     with pytest.raises(ConfigError) as info:
         sim_controller(extra)
     one_sentence(str(info.value), pattern)
 
 
-@pytest.mark.parametrize(
-    ("extra", "pattern"), BAD, ids=["scheme", "option", "every", "window", "long"]
-)
+@pytest.mark.parametrize(("extra", "pattern"), BAD, ids=IDS)
 def test_training_refuses_bad_adapt_values_before_ray(extra: list[str], pattern: str) -> None:
     cfg = compose_config([*TINY, "adapt=search", "train.rounds=20", *extra])
     with pytest.raises(ConfigError) as info:
@@ -76,7 +77,8 @@ def test_adaptation_is_off_by_default_in_both_apps() -> None:
     assert sim_controller(["adapt=off"]) is None
     assert compose_config([]).adapt._target_ == "gclab.adapt.options.Off"
     searched = compose_config(["adapt=search"], name="sim").adapt
-    assert (searched.every, searched.window, searched.schemes) == (2, 10, None)
+    assert (searched.every, searched.window, searched.schemes) == (1, 10, None)
+    assert (searched.memories, searched.judge) == ([10, 20, 40, 80], 20.0)
 
 
 @pytest.mark.slow
@@ -95,7 +97,7 @@ def test_the_simulator_command_records_switches(tmp_path: Path, recovery: str) -
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["switches"] and summary["switches"][0]["job"] > 10
-    assert set(summary["switches"][0]) == {"job", "scheme", "params", "setting"}
+    assert set(summary["switches"][0]) == {"job", "scheme", "params", "setting", "memory"}
     assert summary["decisions"] >= len(summary["switches"]) and summary["decide_seconds"] > 0
     lines = (out / "rounds.csv").read_text().splitlines()
     assert lines[0].endswith(",switched")

@@ -37,10 +37,11 @@ def run(
     recovery: str = "decodable",
     every: int = 2,
     window: int = 4,
+    memories: list[int] | None = None,
 ) -> tuple[AdaptiveResult, Controller]:
     delay = Trace(str(trace), slope=0.5, base_load=0.0)
     network = NetworkConfig(recovery=recovery)
-    policy = Search(every, window, names)
+    policy = Search(every, window, names, memories=memories or Search().memories)
     nodes = candidates(policy, DictConfig({}), N)
     scheme = instantiate_checked(nodes[start.pop("name")], n=N, **start)
     controller = Controller(policy, nodes, scheme, delay, network, 0, 1.0)
@@ -66,8 +67,9 @@ def test_the_scheme_follows_a_regime_change(tmp_path: Path) -> None:
     summary = result.summary()
     assert summary["switches"][0] == {
         "job": jobs[0], "scheme": "classic_cr", "params": controller.switches[0].params,
-        "setting": controller.switches[0].scheme,
+        "setting": controller.switches[0].scheme, "memory": controller.switches[0].memory,
     }  # fmt: skip
+    assert controller.switches[0].memory in controller.policy.memories
     assert summary["decisions"] == len(controller.seconds) >= 1
     assert summary["decide_seconds"] == pytest.approx(sum(controller.seconds))
 
@@ -90,23 +92,80 @@ def test_the_decision_at_a_job_depends_only_on_the_rounds_before_it(tmp_path: Pa
     assert base.total_time != other.total_time  # the later delays did matter
 
 
-def test_a_packet_not_arrived_at_the_decision_counts_as_at_least_that_late() -> None:
+def outcome_of(arrival: list[float], start: float = 10.0, **changes) -> RoundOutcome:
+    """A round of 3 workers (compute 0.25 s) that started at ``start``."""
+    late = np.array(arrival) > 2.5
+    return RoundOutcome(**{
+        "round": 0, "start": start, "duration": 2.5, "close": 2.5, "compute": np.full(3, 0.25),
+        "arrival": np.array(arrival), "lost": np.zeros(3, dtype=bool), "late": late,
+        "erased": late, "recovered": (), "retransmissions": 0, "waited": False,
+        "decodable": (0,), "server_time": 0.1, **changes,
+    })  # fmt: skip
+
+
+def test_a_packet_in_flight_at_the_decision_counts_as_a_window_later_than_that() -> None:
     window = Window(2)
     protocol = RoundProtocol(NetworkConfig(latency=0.5), DelayModel(), 3, 0)
-    arrival = np.array([1.5, 2.5, 30.5])
-    outcome = RoundOutcome(
-        round=0, start=10.0, duration=2.5, close=2.5, compute=np.full(3, 0.25), arrival=arrival,
-        lost=np.array([False, False, False]), late=np.array([False, False, True]),
-        erased=np.array([False, False, True]), recovered=(), retransmissions=0, waited=False,
-        decodable=(0,), server_time=0.1,
-    )  # fmt: skip
-    window.add(outcome, protocol, load=0.5, size=0.0)
-    model = window.model(now=15.0, slope=0.0)  # 5 s after the round started
-    assert model.delay[:, 0] == pytest.approx([0.75, 1.75, 4.25])  # 5 − 0.5 − 0.25 for the late one
-    assert model.delays(0, 3, 0, 1.0) == pytest.approx([1.25, 2.25, 4.75])  # compute doubles
-    lost = RoundOutcome(**{**vars(outcome), "lost": np.array([False, True, False])})
+    window.add(outcome_of([1.5, 2.5, 30.5]), protocol, load=0.5, size=0.0)
+    model = window.model(now=15.0, slope=0.0)  # 5 s after the round started: the window's span
+    # delays: arrival − latency − compute; the late one took at least 5 − 0.75, then 5 more
+    assert model.delay[:, 0] == pytest.approx([0.75, 1.75, 9.25])
+    assert model.delays(0, 3, 0, 1.0) == pytest.approx([1.25, 2.25, 9.75])  # compute doubles
+    assert window.model(now=50.0, slope=0.0).delay[2, 0] == pytest.approx(29.75)  # arrived
+    lost = outcome_of([1.5, 2.5, 30.5], lost=np.array([False, True, False]))
     window.add(lost, protocol, load=0.5, size=0.0)
     assert window.model(now=100.0, slope=0.0).delay[1, 1] == pytest.approx(15.25)  # the median
+
+
+def test_a_delay_observed_as_zero_stays_zero_at_other_loads() -> None:
+    """A trace's delay clipped at 0 hides how far below 0 it was: other loads shift the
+    delays seen above 0 by the slope and leave those at 0 where they are."""
+    window = Window(1)
+    protocol = RoundProtocol(NetworkConfig(), DelayModel(), 3, 0)
+    window.add(outcome_of([0.0, 1.0, 2.0], compute=np.zeros(3)), protocol, load=0.5, size=0.0)
+    model = window.model(now=20.0, slope=2.0)
+    for load in (0.25, 1.0):
+        expected = [0.0, max(1.0 + 2.0 * (load - 0.5), 0.0), 2.0 + 2.0 * (load - 0.5)]
+        assert model.delays(0, 3, 0, load) == pytest.approx(expected)
+        assert model.delays_by_load(1, 3, 0, np.array([load]))[0, 0] == pytest.approx(expected)
+
+
+def test_a_round_that_waited_makes_the_next_boundary_a_decision(tmp_path: Path) -> None:
+    policy = Search(every=5, window=2, schemes=["classic_cr"])
+    nodes = candidates(policy, DictConfig({}), 3)
+    scheme = instantiate_checked(nodes["classic_cr"], n=3, s=1)
+    delay = Trace(str(regime_trace(tmp_path / "t.npz")), slope=0.5)
+    controller = Controller(policy, nodes, scheme, delay, NetworkConfig(), 0, 1.0)
+    protocol = RoundProtocol(NetworkConfig(), delay, 3, 0)
+    controller.observe(outcome_of([1.5, 2.5, 3.0]), protocol, scheme)
+    assert not controller.due(1)  # the window is not full yet
+    controller.observe(outcome_of([1.5, 2.5, 3.0]), protocol, scheme)
+    assert not controller.due(2) and controller.due(5)  # every 5th boundary
+    controller.observe(outcome_of([1.5, 2.5, 3.0], waited=True), protocol, scheme)
+    assert controller.due(3)  # news
+
+
+def test_a_memory_longer_than_the_window_keeps_redundancy_between_rare_tails(
+    tmp_path: Path,
+) -> None:
+    """Three workers take 20 s every sixth round. A controller that remembers only its
+    4-round window drops to s = 1 whenever the window has no tail and waits at the next;
+    with memories reaching back past the last tail it keeps s >= 3 once it has seen them."""
+    durations = np.ones((N, JOBS + 8))
+    for r in range(5, durations.shape[1], 6):
+        durations[[r % N, (r + 3) % N, (r + 5) % N], r] = 20.0
+    np.savez(tmp_path / "t.npz", durations=durations, load=np.float64(0.0))
+    totals, waits = {}, {}
+    for memories in ([4], [4, 12, 24]):
+        result, controller = run(
+            tmp_path / "t.npz", ["classic_cr"], {"name": "classic_cr", "s": 1}, "wait_all",
+            every=1, window=4, memories=memories,
+        )  # fmt: skip
+        totals[len(memories)], waits[len(memories)] = result.total_time, result.waits
+        if len(memories) > 1:
+            assert all(s.params["s"] >= 3 for s in controller.switches[-1:])
+            assert not result.waited[result.index >= 24].any()
+    assert waits[3] < waits[1] and totals[3] < totals[1]
 
 
 def test_one_candidate_with_one_setting_is_the_fixed_run(tmp_path: Path) -> None:
