@@ -7,6 +7,7 @@ words, and the maximum sets come from enumerating sets of workers.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -69,5 +70,6 @@ def maximum_sets(n: int, c: int, c1: int, g: int, arrived: list[int]) -> list[tu
     return [()]
 
 
-def mask(workers: list[int] | tuple[int, ...]) -> int:
+def mask(workers: Iterable[int]) -> int:
+    """The arrival pattern (bitmask) of ``workers``."""
     return sum(1 << w for w in workers)
