@@ -194,41 +194,44 @@ class _Group:
         return chosen
 
 
-def isgc_greedy(windows: Windows, arrived: np.ndarray, start: int) -> tuple[int, ...]:
-    """IS-GC's ``index_max_d``: a set of arrived workers with disjoint windows, greedily.
+def isgc_greedy(windows: Windows, arrived: np.ndarray) -> list[tuple[int, ...]]:
+    """IS-GC's ``index_max_d`` for every start: sets of arrived workers with disjoint windows.
 
-    ``start`` indexes the arrived workers in id order (IS-GC draws it uniformly each
-    round). Candidates: for cyclic repetition (``c1 = 0``) the arrived workers whose
-    window starts less than ``c`` after the start worker's, otherwise the arrived workers
-    of the start worker's group. From each candidate it walks once around the ring of
-    arrived workers in id order, keeping a worker that does not conflict with the last one
-    kept and stopping at the first that conflicts with the candidate from the left; the
-    longest walk wins (the first among equals). Its hybrid conflict rule counts any two
-    workers of one group as overlapping, which they do only when ``n0 = c``.
+    Entry ``k`` is the set it returns when its start is ``k``, an index into the arrived
+    workers in id order (IS-GC draws it uniformly each round). Candidates: for cyclic
+    repetition (``c1 = 0, g = 1``) the arrived workers whose window starts less than
+    ``c`` after the start worker's, in order from it; otherwise the arrived workers of the
+    start worker's group, in id order. From each candidate it walks once around the ring
+    of arrived workers in id order, keeping a worker that does not conflict with the last
+    one kept and stopping at the first that conflicts with the candidate from the left;
+    the longest walk wins (the first among equals). Its hybrid conflict rule counts any
+    two workers of one group as overlapping, which they do only when ``n0 = c``.
     """
     order = [int(w) for w in np.flatnonzero(arrived)]
-    if len(order) <= 1:
-        return tuple(order)
-    n, c = windows.n, windows.c
-    first = order[start]
-    if windows.c1 == 0 and windows.g == 1:  # from the start worker on, around the ring
-        ring = sorted(range(len(order)), key=lambda i: (i - start) % len(order))
-        candidates = [i for i in ring if (order[i] - first) % n < c]
-    else:
-        candidates = [i for i, w in enumerate(order) if w // windows.n0 == first // windows.n0]
-    best: list[int] = []
-    for i in candidates:
+    count = len(order)
+    if count <= 1:
+        return [tuple(order)] * count
+    walks = []  # the walk from every arrived worker, computed once for every start
+    for i in range(count):
         kept, head = [order[i]], order[i]
-        for step in range(1, len(order)):
-            w = order[(i + step) % len(order)]
+        for step in range(1, count):
+            w = order[(i + step) % count]
             if _left_conflict(windows, w, order[i]):
                 break
             if not _left_conflict(windows, head, w):
                 kept.append(w)
                 head = w
-        if len(kept) > len(best):
-            best = kept
-    return tuple(sorted(best))
+        walks.append(tuple(sorted(kept)))
+    cyclic = windows.c1 == 0 and windows.g == 1
+    out = []
+    for start, first in enumerate(order):
+        if cyclic:  # from the start worker on, around the ring
+            ring = [(start + k) % count for k in range(count)]
+            candidates = [i for i in ring if (order[i] - first) % windows.n < windows.c]
+        else:
+            candidates = [i for i in range(count) if order[i] // windows.n0 == first // windows.n0]
+        out.append(max((walks[i] for i in candidates), key=len))  # max keeps the first
+    return out
 
 
 def _left_conflict(windows: Windows, left: int, right: int) -> bool:
