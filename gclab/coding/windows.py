@@ -76,28 +76,37 @@ class Windows:
             out.append(group * n0 + p % n0)
         return tuple(sorted(out))
 
-    def _by_start(self, arrived: np.ndarray) -> np.ndarray:
-        """``[g, n0]``: whether the window of group ``q`` starting at ``σ`` arrived."""
-        groups = np.asarray(arrived, dtype=bool).reshape(self.g, self.n0)
-        return np.roll(groups, -self.c1, axis=1)  # worker i = (σ + c1) mod n0
+    def _by_start(self, values: np.ndarray) -> np.ndarray:
+        """``[..., g, n0]``: ``values[..., w]`` of the window of group ``q`` starting at ``σ``."""
+        values = np.asarray(values)
+        groups = values.reshape(*values.shape[:-1], self.g, self.n0)
+        return np.roll(groups, -self.c1, axis=-1)  # worker i = (σ + c1) mod n0
 
-    def tiles(self, arrived: np.ndarray) -> bool:
-        """Whether arrived windows tile all ``n`` partitions (``c | n0``): the job decodes.
+    def completion(self, times: np.ndarray) -> np.ndarray:
+        """When the arrived windows first tile all ``n`` partitions (``c | n0``), from each
+        worker's arrival ``times[..., w]`` (``inf``: never): the job decodes then.
 
         A tiling takes the windows at starts ``r, r+c, …`` of every group: each group on
         its own at ``r = 0`` or ``r ≥ c2`` (the last one wraps), or every group at the same
-        ``1 ≤ r < c2`` (each group's last window spills into the next).
+        ``1 ≤ r < c2`` (each group's last window spills into the next). A tiling is complete
+        at its latest arrival; the first complete one counts.
         """
         c, c2 = self.c, self.c2
-        full = self._by_start(arrived).reshape(self.g, -1, c).all(axis=1)  # [g, r]
-        local = full[:, [0, *range(max(c2, 1), c)]].any(axis=1).all()
-        return bool(local or full[:, 1:c2].all(axis=0).any())
+        starts = self._by_start(times)
+        full = starts.reshape(*starts.shape[:-1], -1, c).max(axis=-2)  # [..., g, r]
+        alone = full[..., [0, *range(max(c2, 1), c)]].min(axis=-1).max(axis=-1)
+        across = full[..., 1:c2].max(axis=-2, initial=-np.inf).min(axis=-1, initial=np.inf)
+        return np.minimum(alone, across)
+
+    def tiles(self, arrived: np.ndarray) -> bool:
+        """Whether the arrived windows tile all ``n`` partitions: the job decodes."""
+        return bool(self.completion(np.where(arrived, 0.0, np.inf)) == 0.0)
 
     def maximum(self, arrived: np.ndarray) -> tuple[int, ...]:
         """A largest set of arrived workers whose windows do not overlap, ascending."""
         n0, c2 = self.n0, self.c2
         states = max(c2, 1)  # spill sizes 0 .. c2−1 entering a group
-        starts = self._by_start(arrived)
+        starts = self._by_start(np.asarray(arrived, dtype=bool))
         groups = [_Group(self, starts[q]) for q in range(self.g)]
         tables = [group.table(states) for group in groups]
         best, pointers = tables[0], []
@@ -165,16 +174,14 @@ class _Group:
     def table(self, states: int) -> np.ndarray:
         """``M[b_in, b_out]``: the most windows of this group given the spills."""
         n0, c = self.n0, self.c
-        table = np.full((states, states), NONE, dtype=np.int64)
-        for b_in in range(states):
-            table[b_in, 0] = self.count[b_in]
-        table[0, 0] = self._closed()[0]
+        rows = [[self.count[b_in]] + [NONE] * (states - 1) for b_in in range(states)]
+        rows[0][0] = self._closed()[0]
         for sigma in self.crossing:
             if sigma < n0 - self.c1:  # a spill of b_out positions into the next group
                 b_out = sigma + c - n0
                 for b_in in range(min(states, sigma + 1)):
-                    table[b_in, b_out] = 1 + self._inside(b_in, sigma - 1)
-        return table
+                    rows[b_in][b_out] = 1 + self._inside(b_in, sigma - 1)
+        return np.array(rows, dtype=np.int64)
 
     def windows(self, b_in: int, b_out: int) -> list[int]:
         """The starts of the windows that reach ``table[b_in, b_out]``."""

@@ -157,3 +157,16 @@ def test_decodes_exactly_when_windows_tile_and_else_the_rescaled_maximum_set(nam
             continue
         want = grads[list(parts)].astype(np.float64).sum(axis=0) * n / len(parts)
         np.testing.assert_allclose(gradient, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting", [(8, 2, 0, 1), (12, 3, 1, 2), (12, 4, 1, 3), (8, 2, 2, 2)])
+def test_completion_is_the_first_arrival_at_which_the_windows_tile(setting) -> None:
+    """What the fast search reads: the earliest ``t`` with a tiling among arrivals ``≤ t``."""
+    n, c, c1, g = setting
+    windows, best = Windows(n, c, c1, g), largest(n, c, c1, g)
+    times = np.random.default_rng(6).integers(0, 6, (40, n)).astype(float)  # with ties
+    times[0, 0] = np.inf  # a packet that never arrives
+    got = windows.completion(times)
+    for row, done in zip(times, got):
+        first = min(t for t in np.unique(row) if best[mask(np.flatnonzero(row <= t))] * c == n)
+        assert done == first
