@@ -105,7 +105,7 @@ def main() -> None:
         )
         print(
             "| scheme | rounds | greedy covers less (drawn start) | (worst start) | "
-            "coverage: maximum | greedy, drawn | greedy, worst | maximum set (ms/round) |"
+            "coverage: maximum | greedy, drawn | greedy, worst | maximum set (CPU ms/round) |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for label, build in SCHEMES.items():
