@@ -26,9 +26,10 @@ the rest of a group is windows on an interval, where taking the earliest-startin
 window first is optimal (equal lengths), counted for every left end at once by one
 backward pass. The groups form a ring: the best set is the largest diagonal entry of the
 max-plus product ``M_0 ⊗ … ⊗ M_{g−1}``, and back-pointers give the workers. Cost per
-round: one pass over the ``n`` positions, ``g`` products of ``c2 × c2`` tables (``c2 ≤ c``),
-and ``O(c2·c)`` entries per group; at ``n = 256``, ``c = 16`` that is about 0.3 ms
-(``is_cr``: one table, its diagonal; ``bench/isgc_greedy.py`` times it).
+round: ``O(n + g·c·c2 + g·c2³)`` (one pass over the positions, ``O(c·c2)`` entries per
+group, ``g`` products of ``c2 × c2`` tables); ``is_cr`` is one table and its diagonal.
+At ``n = 256``, ``c = 16``: 0.1–0.5 ms of CPU per round (``bench/isgc_greedy.py``,
+BENCHMARKS.md).
 
 :func:`isgc_greedy` is IS-GC's own rule (its ``index_max_d``), the baseline the exact
 set is compared with (``bench/isgc_greedy.py``, ``tests/coding/test_repetition.py``).
@@ -132,15 +133,17 @@ class _Group:
     """One group's arrived windows, and the most it adds for each spill in and out."""
 
     def __init__(self, windows: Windows, arrived: np.ndarray) -> None:
+        """``arrived[σ]``: whether the group's window starting at ``σ`` arrived."""
         n0, c = windows.n0, windows.c
         self.n0, self.c, self.c1 = n0, c, windows.c1
         plain = n0 - c + 1  # starts 0 .. n0−c lie inside the group
+        arrived = arrived.tolist()
         self.crossing = [s for s in range(plain, n0) if arrived[s]]
         # next arrived plain start at or after x; count and last start of the greedy
         # chain (earliest start first) from x to the group's end
-        self.next = np.full(n0 + 1, n0, dtype=np.int64)
-        self.count = np.zeros(n0 + c + 1, dtype=np.int64)
-        self.last = np.full(n0 + c + 1, -1, dtype=np.int64)
+        self.next = [n0] * (n0 + 1)
+        self.count = [0] * (n0 + c + 1)
+        self.last = [-1] * (n0 + c + 1)
         following = n0
         for x in range(plain - 1, -1, -1):
             if arrived[x]:
@@ -150,9 +153,6 @@ class _Group:
                 after = following + c
                 self.count[x] = 1 + self.count[after]
                 self.last[x] = self.last[after] if self.count[after] else following
-        self.next = self.next.tolist()
-        self.count = self.count.tolist()
-        self.last = self.last.tolist()
 
     def _inside(self, lo: int, hi: int) -> int:
         """Most arrived plain windows inside positions ``lo .. hi`` (``hi ≥ n0 − c``)."""
@@ -194,10 +194,10 @@ class _Group:
             chosen, lo, end = [], b_in, n0
             if wrap is not None:
                 chosen, lo, end = [wrap], wrap + c - n0, wrap
-        x = self.next[lo] if lo <= n0 else n0
-        while x + c <= end:
+        x = self.next[lo]
+        while x + c <= end:  # the greedy chain from lo, up to end (x = n0: none left)
             chosen.append(x)
-            x = self.next[x + c] if x + c <= n0 else n0
+            x = self.next[x + c]
         return chosen
 
 
