@@ -28,7 +28,7 @@ backward pass. The groups form a ring: the best set is the largest diagonal entr
 max-plus product ``M_0 ⊗ … ⊗ M_{g−1}``, and back-pointers give the workers. Cost per
 round: ``O(n + g·c·c2 + g·c2³)`` (one pass over the positions, ``O(c·c2)`` entries per
 group, ``g`` products of ``c2 × c2`` tables); ``is_cr`` is one table and its diagonal.
-At ``n = 256``, ``c = 16``: 0.1–0.5 ms of CPU per round (``bench/isgc_greedy.py``,
+At ``n = 256``, ``c = 16``: 0.06–0.43 ms of CPU per round (``bench/isgc_greedy.py``,
 BENCHMARKS.md).
 
 :func:`isgc_greedy` is IS-GC's own rule (its ``index_max_d``), the baseline the exact
