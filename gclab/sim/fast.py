@@ -103,32 +103,42 @@ def _windows(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: R
     """IS-GC's repetition codes (``is_cr``, ``is_hr``), every round at once: a round decodes
     at its close when the windows in time tile the ``n`` partitions (the model admits it
     too); otherwise ``wait_all`` takes every packet, and a retransmitting recovery delivers
-    late packets in time order (ties by worker id, the order ``wanted`` names them) until
-    a tiling is in (:meth:`~gclab.coding.windows.Windows.completion`)."""
+    late packets in time order until a tiling is in
+    (:meth:`~gclab.coding.windows.Windows.completion`)."""
     close, top, _, late_count = stats
     n = arrivals.shape[2]
     for i, p in enumerate(settings):
         windows = Windows(n, p["c"], p.get("c1", 0), p.get("g", 1))
-        times, row = arrivals[load_of[i], :jobs], load_of[i]
+        row = load_of[i]
+        times = arrivals[row, :jobs]
         done = windows.completion(times)  # [rounds]
         decodable = done <= close[row, :jobs]
-        erased = n - np.count_nonzero(times < done[:, None], axis=1)
-        for r in np.flatnonzero(~decodable):  # the packets at `done` go in until it tiles
-            arrived = times[r] < done[r]
-            for w in np.flatnonzero(times[r] == done[r]):
-                arrived[w] = True
-                erased[r] -= 1
-                if windows.tiles(arrived):
-                    break
         if network.recovery == "wait_all":  # rejected: every packet
             recovered, erased = top[row, :jobs], 0
         else:
-            recovered = done
+            recovered, erased = done, _undelivered(windows, times, done, ~decodable)
         out.ran[i, :jobs] = True
         out.late[i, :jobs] = late_count[row, :jobs]
         out.duration[i, :jobs] = np.where(decodable, close[row, :jobs], recovered)
         out.erased[i, :jobs] = np.where(decodable, late_count[row, :jobs], erased)
         out.waited[i, :jobs] = ~decodable
+
+
+def _undelivered(
+    windows: Windows, times: np.ndarray, done: np.ndarray, waited: np.ndarray
+) -> np.ndarray:
+    """Packets not delivered when a round that waited ends at ``done``: those later, and
+    those at ``done`` after the one that completes a tiling (ties go in by worker id, the
+    order ``wanted`` names them)."""
+    erased = np.count_nonzero(times >= done[:, None], axis=1)
+    for r in np.flatnonzero(waited):
+        arrived = times[r] < done[r]
+        for w in np.flatnonzero(times[r] == done[r]):
+            arrived[w] = True
+            erased[r] -= 1
+            if windows.tiles(arrived):
+                break
+    return erased
 
 
 def _sgc(multiplexed: bool) -> Callable[..., None]:
