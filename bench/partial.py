@@ -4,8 +4,10 @@
     python bench/partial.py --quick    # 96 jobs
 
 n = 256 workers, load slope 2.2 s per unit load, base load 0, wrap-around replay, as
-bench/sgc_traces.py. For ``classic_fr``, ``classic_cr`` (s = 15) and ``uncoded``, each
-of the three recovery modes runs on every trace of both regions; a table per μ (close
+bench/sgc_traces.py. For ``classic_fr``, ``classic_cr`` (s = 15), IS-GC's ``is_cr`` and
+``is_hr`` at the same load (c = 16; is_hr with c1 = 8 in groups of n/g = 16) and
+``uncoded``, each of the three recovery modes runs on every trace of both regions; a
+table per μ (close
 at min((1+μ)·fastest, slowest): μ = 1 as the papers, and a tight μ = 0.1 at which the
 codes fail rounds) gives the total time (mean ± std over the traces), the mean coverage
 (fraction of the batch gradient each job applied) and the share of jobs decoded
@@ -20,6 +22,8 @@ import numpy as np
 from sgc_traces import LOADS, REGIONS, N, trace_path
 
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.is_cr import IsCR
+from gclab.coding.is_hr import IsHR
 from gclab.coding.uncoded import Uncoded
 from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
@@ -31,6 +35,8 @@ MODES = ("wait_all", "decodable", "partial")
 SCHEMES = {
     "classic_fr(s=15)": lambda: ClassicFR(N, 15),
     "classic_cr(s=15)": lambda: ClassicCR(N, 15),
+    "is_cr(c=16)": lambda: IsCR(N, 16),
+    "is_hr(c=16, c1=8, g=16)": lambda: IsHR(N, 16, 8, 16),
     "uncoded": lambda: Uncoded(N),
 }
 

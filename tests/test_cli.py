@@ -40,8 +40,8 @@ def composition_error(overrides: list[str]) -> ConfigCompositionException:
         (["train.batch_size=lots"], "Error merging override train.batch_size=lots: Value 'lots' "
          "of type 'str' could not be converted to Integer."),
         (["scheme=nope"], "In 'config': Could not find 'scheme/nope'. Available options in "
-         "'scheme': cce_cr, cce_fr, classic_cr, classic_fr, ignore_stragglers, m_sgc, "
-         "pipelined_cr, pipelined_fr, sr_sgc, uncoded."),
+         "'scheme': cce_cr, cce_fr, classic_cr, classic_fr, ignore_stragglers, is_cr, "
+         "is_hr, m_sgc, pipelined_cr, pipelined_fr, sr_sgc, uncoded."),
     ],
     ids=["misspelt-key", "wrong-type", "unknown-option"],
 )  # fmt: skip

@@ -78,3 +78,15 @@ def delay(T: object) -> int:
     T = integer("T", T)
     require(T >= 0, f"T={T}", "T >= 0", "T is a delay in rounds", "T", range(4))
     return T
+
+
+def divisor(name: str, value: object, total: int, of: str, context: str, label: str) -> int:
+    """``value`` checked as an integer ``>= 1`` that divides ``total``, the value of ``of``.
+
+    ``context`` states ``total`` (``n=8``, or ``n/g=4 (n=8, g=2)``), ``label`` what the
+    valid values are for (``c for n=8``).
+    """
+    value = count(name, value)
+    valid = [d for d in range(1, total + 1) if total % d == 0]
+    require(total % value == 0, f"{name}={value}", f"{name} | {of}", context, label, valid)
+    return value

@@ -9,7 +9,7 @@ gradient computed on the weights of the round that started its job.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -35,17 +35,25 @@ def _batch_maker(
     return BatchMaker(local, plan, Normalizer(*data.channel_stats(), device), augment)
 
 
-def _gradient(flat: FlatModel, batches: BatchMaker, job: int, k: int) -> torch.Tensor:
-    """Sum of the per-sample gradients of job's whole global batch at ``flat``'s weights."""
-    parts = [batches(job, Part(j)) for j in range(k)]
+def _gradient(
+    flat: FlatModel, batches: BatchMaker, job: int, k: int, shards: Sequence[int] | None = None
+) -> torch.Tensor:
+    """Sum of the per-sample gradients of job's whole global batch at ``flat``'s weights;
+    of the samples of ``shards`` only, times ``k / len(shards)``, when they are given."""
+    parts = [batches(job, Part(j)) for j in (range(k) if shards is None else shards)]
     x = torch.cat([p[0] for p in parts])
     y = torch.cat([p[1] for p in parts])
-    return loss_and_gradient(flat, x, y)[1]
+    grad = loss_and_gradient(flat, x, y)[1]
+    return grad if shards is None else grad * (k / len(shards))
 
 
-def _step(flat: FlatModel, optimizer: torch.optim.Optimizer, scheduler, grad: torch.Tensor) -> None:
-    flat.set_grad(grad)
-    optimizer.step()
+def _step(
+    flat: FlatModel, optimizer: torch.optim.Optimizer, scheduler, grad: torch.Tensor | None
+) -> None:
+    """One optimizer step on ``grad``; ``None`` takes none, and the schedule still advances."""
+    if grad is not None:
+        flat.set_grad(grad)
+        optimizer.step()
     if scheduler is not None:
         scheduler.step()
 
@@ -61,17 +69,25 @@ def train_single_process(
     make_optimizer: MakeOptimizer,
     jobs: Sequence[int] | None = None,
     device: str = "cpu",
+    covered: Mapping[int, Sequence[int]] | None = None,
 ) -> FlatModel:
     """Train ``model`` for ``num_jobs`` steps; step i uses job i's whole global batch.
 
     ``jobs`` picks other jobs instead (e.g. ``range(m, J, T+1)``: one model of
     ``pipeline=interleaved``). ``device`` holds the model, the data and the batches.
+    ``covered`` maps jobs to the shards ``network.recovery=partial`` applies of them: the
+    sum of those shards' gradients rescaled by ``k / len(shards)``, no step for none
+    (docs/design.md, "Partial recovery"); jobs it leaves out use their whole batch.
     """
     batches = _batch_maker(data, k, batch_size, seed, augment, device)
     flat = FlatModel(model.to(device))
     optimizer, scheduler = make_optimizer(flat)
     for job in range(num_jobs) if jobs is None else jobs:
-        _step(flat, optimizer, scheduler, _gradient(flat, batches, job, k) / batch_size)
+        shards = None if covered is None else covered.get(job)
+        grad = (
+            None if shards is not None and not shards else _gradient(flat, batches, job, k, shards)
+        )
+        _step(flat, optimizer, scheduler, None if grad is None else grad / batch_size)
     return flat
 
 

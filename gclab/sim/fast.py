@@ -2,10 +2,10 @@
 
 :func:`gclab.sim.search.search` offers every full grid here first. For the four schemes
 of the SGC papers (``uncoded``; ``classic_cr`` with an exact predicate, i.e. an
-evaluation construction; ``sr_sgc``; ``m_sgc``), the virtual clock and a delay model
-that loses nothing over the run (no first transmission and no first retransmission
-attempt), numpy (the static codes) or a compiled round loop (SGC:
-:mod:`gclab.sim.sgc_kernels`) computes every setting's rounds by the engine's rules;
+evaluation construction; ``sr_sgc``; ``m_sgc``) and IS-GC's ``is_cr`` and ``is_hr``, the
+virtual clock and a delay model that loses nothing over the run (no first transmission
+and no first retransmission attempt), numpy (the static codes) or a compiled round loop
+(SGC: :mod:`gclab.sim.sgc_kernels`) computes every setting's rounds by the engine's rules;
 anything else returns ``None`` and the search simulates each setting with
 :func:`~gclab.sim.engine.simulate`, the ground truth this is tested against setting by
 setting (``tests/sim/test_fast.py``). The speed comes from computing arrival times once
@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from gclab.coding.contract import SCHEMES, Shape
 from gclab.coding.evaluation import NODE_FAMILIES
 from gclab.coding.sr_sgc import sr_sgc_stragglers
+from gclab.coding.windows import Windows
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.draws import stream_seed
 from gclab.network.links import Links
@@ -98,6 +99,48 @@ def _gc(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Record
     out.waited[:, :jobs] = ~decodable
 
 
+def _windows(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
+    """IS-GC's repetition codes (``is_cr``, ``is_hr``), every round at once: a round decodes
+    at its close when the windows in time tile the ``n`` partitions (the model admits it
+    too); otherwise ``wait_all`` takes every packet, and a retransmitting recovery delivers
+    late packets in time order until a tiling is in
+    (:meth:`~gclab.coding.windows.Windows.completion`)."""
+    close, top, _, late_count = stats
+    n = arrivals.shape[2]
+    for i, p in enumerate(settings):
+        windows = Windows(n, p["c"], p.get("c1", 0), p.get("g", 1))
+        row = load_of[i]
+        times = arrivals[row, :jobs]
+        done = windows.completion(times)  # [rounds]
+        decodable = done <= close[row, :jobs]
+        if network.recovery == "wait_all":  # rejected: every packet
+            recovered, erased = top[row, :jobs], 0
+        else:
+            recovered, erased = done, _undelivered(windows, times, done, ~decodable)
+        out.ran[i, :jobs] = True
+        out.late[i, :jobs] = late_count[row, :jobs]
+        out.duration[i, :jobs] = np.where(decodable, close[row, :jobs], recovered)
+        out.erased[i, :jobs] = np.where(decodable, late_count[row, :jobs], erased)
+        out.waited[i, :jobs] = ~decodable
+
+
+def _undelivered(
+    windows: Windows, times: np.ndarray, done: np.ndarray, waited: np.ndarray
+) -> np.ndarray:
+    """Packets not delivered when a round that waited ends at ``done``: those later, and
+    those at ``done`` after the one that completes a tiling (ties go in by worker id, the
+    order ``wanted`` names them)."""
+    erased = np.count_nonzero(times >= done[:, None], axis=1)
+    for r in np.flatnonzero(waited):
+        arrived = times[r] < done[r]
+        for w in np.flatnonzero(times[r] == done[r]):
+            arrived[w] = True
+            erased[r] -= 1
+            if windows.tiles(arrived):
+                break
+    return erased
+
+
 def _sgc(multiplexed: bool) -> Callable[..., None]:
     def run(arrivals, stats, load_of, settings, jobs, network, cycle_of, out: Records) -> None:
         from gclab.sim import sgc_kernels
@@ -125,6 +168,8 @@ FAMILIES: dict[str, Family] = {
         sample={"s": 1, "construction": NODE_FAMILIES[0]},
         accepts=lambda node: node.get("construction") in NODE_FAMILIES,
     ),
+    "is_cr": Family(run=_windows, sample={"c": 1}),
+    "is_hr": Family(run=_windows, sample={"c": 1, "c1": 1, "g": 2}),
     "sr_sgc": Family(run=_sgc(multiplexed=False), sample={"B": 1, "W": 2, "lam": 1}),
     "m_sgc": Family(run=_sgc(multiplexed=True), sample={"B": 1, "W": 2, "lam": 1}),
 }

@@ -5,9 +5,9 @@ runtime on a delay trace. Each scheme class declares its grid
 (:meth:`gclab.coding.contract.Scheme.search_grid`): the parameter overrides to try for ``n``
 workers and a ``network.recovery``.
 
-A full grid of ``uncoded``, ``classic_cr``, ``sr_sgc`` or ``m_sgc`` is computed by the
-fast path (:mod:`gclab.sim.fast`) when it applies, with the same results as simulating
-each setting alone. ``sim.grid`` (a list of parameter dicts, e.g.
+A full grid of ``uncoded``, ``classic_cr``, ``sr_sgc``, ``m_sgc``, ``is_cr`` or ``is_hr`` is
+computed by the fast path (:mod:`gclab.sim.fast`) when it applies, with the same results
+as simulating each setting alone. ``sim.grid`` (a list of parameter dicts, e.g.
 ``'sim.grid=[{s:7},{s:15}]'``) searches a chosen subset with the engine instead.
 """
 

@@ -10,6 +10,8 @@ import numpy as np
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers
 from gclab.coding.contract import SCHEMES, Task
+from gclab.coding.is_cr import IsCR
+from gclab.coding.is_hr import IsHR
 from gclab.coding.linear import LinearScheme
 from gclab.coding.uncoded import Uncoded
 
@@ -51,6 +53,13 @@ def schemes(n: int) -> Iterator[LinearScheme]:
             yield CCECR(n, s, m, construction="real")
             if n % (s + m) == 0:
                 yield CCEFR(n, s, m)
+    for c in range(1, n + 1):
+        if n % c == 0:
+            yield IsCR(n, c)
+            # g = 1 and c1 = 0 are is_cr's windows; c1 = 1 mixes, c1 = c is FR-like
+            for g in range(2, n // c + 1) if c > 1 else ():
+                if n % (g * c) == 0:
+                    yield from (IsHR(n, c, c1, g) for c1 in sorted({1, c}))
 
 
 def partials(scheme: LinearScheme, length: int, seed: int = 0) -> np.ndarray:

@@ -12,14 +12,15 @@ from gclab.ml.reference import train_single_process
 from gclab.tracking.artifacts import load_checkpoint
 
 
-def reference_weights(cfg) -> dict[str, torch.Tensor]:
-    """Weights after plain SGD on the same global batches, from the same initial model."""
+def reference_weights(cfg, covered: dict[int, list[int]] | None = None) -> dict[str, torch.Tensor]:
+    """Weights after plain SGD on the same global batches, from the same initial model;
+    with ``covered``, on those shards of a job, rescaled (``network.recovery=partial``)."""
     plan, _ = build(cfg)
     torch.manual_seed(plan.seed)
     model = instantiate(plan.model_cfg)
     flat = train_single_process(
         model, plan.data, plan.scheme.k, plan.batch_size, plan.num_jobs, plan.seed,
-        plan.augment, plan.build_optimizer,
+        plan.augment, plan.build_optimizer, covered=covered,
     )  # fmt: skip
     return flat.model.state_dict()
 

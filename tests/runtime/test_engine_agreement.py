@@ -47,7 +47,10 @@ def test_runtime_and_simulator_agree_round_by_round(tmp_path, scheme, recovery):
 
 
 #: The static codes (``network.recovery=partial`` refuses the others); FR in the fast lane.
-PARTIAL = ["classic_fr", "classic_cr", "uncoded", "ignore_stragglers", "cce_fr", "cce_cr"]
+PARTIAL = [
+    "classic_fr", "classic_cr", "uncoded", "ignore_stragglers", "cce_fr", "cce_cr",
+    "is_cr", "is_hr",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(

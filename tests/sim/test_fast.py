@@ -1,7 +1,7 @@
 """The fast search computes what the engine computes, setting by setting.
 
-Every setting of the full grids of ``uncoded``, ``classic_cr``, ``sr_sgc`` and
-``m_sgc`` at n = 8 runs through :func:`gclab.sim.search.search` (the fast path) and
+Every setting of the full grids of ``uncoded``, ``classic_cr``, ``sr_sgc``, ``m_sgc``,
+``is_cr`` and ``is_hr`` at n = 8 runs through :func:`gclab.sim.search.search` (the fast path) and
 through :func:`gclab.sim.engine.simulate` alone: summaries and every per-round array
 must be equal, in both recovery modes, on traces with heavy stragglers (recoveries,
 waits, retransmissions, skipped rounds) and with ties (integer delays: late packets
@@ -33,7 +33,7 @@ from gclab.sim.kernels import forced
 from gclab.sim.search import grid, scheme_option, search
 
 N, JOBS = 8, 12
-SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc")
+SCHEMES = ("uncoded", "classic_cr", "sr_sgc", "m_sgc", "is_cr", "is_hr")
 ARRAYS = ("index", "durations", "erasures", "lost", "late", "retransmissions", "waited")
 ARRAYS += ("server_time", "bytes")
 #: A payload whose packets take seconds on the links below (the trace delays are ~1–5 s).

@@ -14,11 +14,15 @@ import pytest
 from omegaconf import OmegaConf
 
 from gclab.coding.classic import ClassicCR, ClassicFR
+from gclab.coding.is_cr import IsCR
+from gclab.coding.is_hr import IsHR
 from gclab.network import Finished, NetworkConfig, RoundProtocol
 from gclab.network.trace import Trace
+from gclab.schemas import instantiate_checked
 from gclab.sim.engine import simulate
 from gclab.sim.search import search
 from helpers.coding import packets, partials
+from helpers.windows import largest, mask
 
 
 @pytest.fixture()
@@ -46,7 +50,27 @@ def test_fr_coverage_is_the_share_of_groups_with_a_packet_in_time(trace: Path) -
     assert result.summary()["coverage_mean"] == pytest.approx(groups.mean())
 
 
-@pytest.mark.parametrize("scheme", [ClassicFR(8, 1), ClassicCR(8, 2)], ids=["fr", "cr"])
+@pytest.mark.parametrize(
+    "scheme", [IsCR(8, 2), IsHR(8, 2, 1, 2), IsHR(8, 4, 1, 2)], ids=lambda s: s.describe()
+)
+def test_repetition_coverage_is_the_largest_disjoint_set_in_time(trace: Path, scheme) -> None:
+    delay = Trace(str(trace), slope=0.0)
+    network = NetworkConfig(policy="deadline", mu=0.5, recovery="partial")
+    result = simulate(scheme, delay, network, 40, seed=0)
+    durations = np.load(trace)["durations"]
+    in_time = durations <= np.minimum(1.5 * durations.min(axis=0), durations.max(axis=0))
+    w = scheme.windows
+    best = largest(8, w.c, w.c1, w.g)
+    want = [best[mask(np.flatnonzero(in_time[:, r]))] * w.c / 8 for r in range(40)]
+    np.testing.assert_array_equal(result.coverage, want)
+    assert 0 < result.coverage.min() < 1 and (result.coverage == 1).any()
+    waited = simulate(scheme, delay, NetworkConfig(policy="deadline", mu=0.5), 40, seed=0)
+    assert (waited.coverage == 1).all() and waited.total_time > result.total_time
+
+
+@pytest.mark.parametrize(
+    "scheme", [ClassicFR(8, 1), ClassicCR(8, 2), IsHR(8, 4, 1, 2)], ids=["fr", "cr", "is_hr"]
+)
 def test_exact_rounds_are_bit_identical_to_decodable(trace: Path, scheme) -> None:
     grads = partials(scheme, 257, seed=3).astype(np.float32)
     sent = [packets(scheme, grads, r) for r in range(40)]
@@ -85,3 +109,15 @@ def test_search_takes_partial_through_the_engine(trace: Path) -> None:
         0 < t.result.summary()["coverage_mean"] <= 1 for t in trials
     )
     assert any(t.result.coverage.min() < 1 for t in trials)
+
+
+@pytest.mark.parametrize("target", ["gclab.coding.is_cr.IsCR", "gclab.coding.is_hr.IsHR"])
+def test_search_runs_the_repetition_grids(trace: Path, target: str) -> None:
+    network = NetworkConfig(policy="deadline", mu=0.5, recovery="partial")
+    node = OmegaConf.create({"_target_": target})
+    trials = search(node, 8, Trace(str(trace), slope=0.0), network, 10, 0)
+    cls = type(instantiate_checked(node, n=8))
+    assert sorted(map(str, (t.params for t in trials))) == sorted(
+        map(str, cls.search_grid(8, "partial"))
+    )
+    assert len(trials) >= 4 and all(0 < t.result.summary()["coverage_mean"] <= 1 for t in trials)

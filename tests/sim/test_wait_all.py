@@ -25,6 +25,7 @@ from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
 from gclab.sim.engine import simulate
 from helpers.coding import every_scheme
+from helpers.windows import largest, mask
 
 N, ROUNDS, JOBS, SLOPE, MU = 8, 14, 10, 2.0, 1.0
 
@@ -63,6 +64,9 @@ def papers_rule(delays: np.ndarray, name: str, p: dict[str, int]) -> tuple[list[
         def admits(late: np.ndarray) -> bool:
             if name.endswith("_fr"):  # every group of s + m keeps m members
                 return bool(((~late).reshape(-1, s + m).sum(axis=1) >= m).all())
+            if name.startswith("is_"):  # the windows in time tile the N partitions
+                c, c1, g = p["c"], p.get("c1", 0), p.get("g", 1)
+                return bool(largest(N, c, c1, g)[mask(np.flatnonzero(~late))] * c == N)
             return int(late.sum()) <= s
 
         out, waits = [], 0
@@ -137,6 +141,8 @@ SETTINGS = every_scheme(
         ],
         "pipelined_cr": [],
         "pipelined_fr": [],
+        "is_cr": [{"c": c} for c in (2, 4)],
+        "is_hr": [{"c": 2, "c1": 1, "g": 2}, {"c": 2, "c1": 2, "g": 4}, {"c": 4, "c1": 1, "g": 2}],
     }
 )
 CASES = [(name, params) for name, settings in SETTINGS.items() for params in settings]
