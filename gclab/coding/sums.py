@@ -8,7 +8,7 @@ accumulation costs no memory traffic, and written once in the vectors' dtype (fl
 packets give a float32 result, rounded once). Complex weights (codes on float pairs,
 :class:`~gclab.coding.linear.LinearScheme`) act on the pairs ``x + iy``.
 
-Two loop orders, each where it measured fastest (BENCHMARKS.md, "Decoding against the
+Three loop orders, each where it measured fastest (BENCHMARKS.md, "Decoding against the
 packets that arrive"):
 
 * at most :data:`FEW` vectors: position by position, every stream's sum over the vectors
@@ -17,7 +17,10 @@ packets that arrive"):
 * more: block of positions by block, four vectors a pass added to each buffer row, a
   loop that vectorises (:func:`_rows`), then written (:func:`_write`); complex weights
   ``a + ib`` as two real sums ``A = Σ a_i·f_i`` and ``B = Σ b_i·f_i`` over the floats,
-  combined once per block as ``A + J·B`` with ``J(x, y) = (−y, x)`` on each pair.
+  combined once per block as ``A + J·B`` with ``J(x, y) = (−y, x)`` on each pair;
+* several streams, each vector in exactly one (CCE FR codes: a group's ``m`` packets
+  are its ``m`` streams): each buffer row from its own vectors only (:func:`_streams`),
+  one multiply-add per value read where the other orders do ``m``.
 
 One sum per pass: forming several sums (a pipelined FR code's groups) and their total in
 one pass over interleaved blocks was 2.3× slower than a pass per sum, each reading a few
@@ -90,39 +93,54 @@ def _rows(buf, inputs, weights, start, size, shape, like):
     """``buf[r, :size] = Σ_i W[r,i]·vector_i[start : start+size]`` for every row ``r``.
 
     Four vectors a pass (then two, then one), so a buffer row is read and written once per
-    four vectors, and every row in the same loop, so a value is read once per pass; the
-    first pass assigns (zeroing the buffer and then adding made a two-packet sum 1.6×
-    slower). ``shape`` makes the row count a constant of the compiled code.
+    four vectors; the first pass assigns (zeroing the buffer and then adding made a
+    two-packet sum 1.6× slower). Row by row, with the row's four weights in registers: a
+    loop over positions with five pointers, which vectorises. (Every row in one loop over
+    positions, reading each value once, kept the weights in memory and ran 2.3× slower
+    for ``cce_cr`` m = 2 and 1.4× for three real streams at ResNet-18.) ``shape`` makes
+    the row count a constant of the compiled code.
     """
-    rows, a, b = len(shape[0]) * len(shape[1]), 0, inputs.size
-    i = a
+    rows, b = len(shape[0]) * len(shape[1]), inputs.size
+    i = 0
     while i < b:
         f0 = _view(inputs[i], start, size, like)
         if b - i >= 4:
             f1 = _view(inputs[i + 1], start, size, like)
             f2 = _view(inputs[i + 2], start, size, like)
             f3 = _view(inputs[i + 3], start, size, like)
-            for q in range(size):
-                x0, x1, x2, x3 = f0[q], f1[q], f2[q], f3[q]
-                for r in range(rows):
-                    w = weights[r]
-                    term = w[i] * x0 + w[i + 1] * x1 + w[i + 2] * x2 + w[i + 3] * x3
-                    buf[r, q] = term if i == a else buf[r, q] + term
+            for r in range(rows):
+                row = buf[r]
+                w0, w1 = weights[r, i], weights[r, i + 1]
+                w2, w3 = weights[r, i + 2], weights[r, i + 3]
+                if i == 0:
+                    for q in range(size):
+                        row[q] = w0 * f0[q] + w1 * f1[q] + w2 * f2[q] + w3 * f3[q]
+                else:
+                    for q in range(size):
+                        row[q] += w0 * f0[q] + w1 * f1[q] + w2 * f2[q] + w3 * f3[q]
             i += 4
         elif b - i >= 2:
             f1 = _view(inputs[i + 1], start, size, like)
-            for q in range(size):
-                x0, x1 = f0[q], f1[q]
-                for r in range(rows):
-                    term = weights[r, i] * x0 + weights[r, i + 1] * x1
-                    buf[r, q] = term if i == a else buf[r, q] + term
+            for r in range(rows):
+                row = buf[r]
+                w0, w1 = weights[r, i], weights[r, i + 1]
+                if i == 0:
+                    for q in range(size):
+                        row[q] = w0 * f0[q] + w1 * f1[q]
+                else:
+                    for q in range(size):
+                        row[q] += w0 * f0[q] + w1 * f1[q]
             i += 2
         else:
-            for q in range(size):
-                x0 = f0[q]
-                for r in range(rows):
-                    term = weights[r, i] * x0
-                    buf[r, q] = term if i == a else buf[r, q] + term
+            for r in range(rows):
+                row = buf[r]
+                w0 = weights[r, i]
+                if i == 0:
+                    for q in range(size):
+                        row[q] = w0 * f0[q]
+                else:
+                    for q in range(size):
+                        row[q] += w0 * f0[q]
             i += 1
 
 
@@ -162,6 +180,38 @@ def _blocks(inputs, weights, output, length, shape, like):
         _write(buf, output, lo, width, shape, like)
 
 
+@njit(boundscheck=False, nogil=True, cache=True)
+def _streams(inputs, weights, ends, output, length, shape, like):
+    """:func:`_blocks` for real weights with one nonzero per vector: stream ``u`` is
+    ``Σ weights[i]·vector_i`` over ``i`` in ``ends[u−1] .. ends[u]`` (the vectors sorted
+    by stream), formed one vector a pass into buffer row ``u``, then written. Each
+    position costs one multiply-add per vector, where :func:`_blocks` does ``m``."""
+    m = len(shape[0])
+    buf = np.empty((m, BLOCK))
+    for lo in range(0, length, BLOCK):
+        width = min(BLOCK, length - lo)
+        for u in range(m):
+            row, a = buf[u], 0 if u == 0 else ends[u - 1]
+            first, w = _view(inputs[a], lo, width, like), weights[a]
+            for q in range(width):
+                row[q] = w * first[q]
+            for i in range(a + 1, ends[u]):
+                f, w = _view(inputs[i], lo, width, like), weights[i]
+                for q in range(width):
+                    row[q] += w * f[q]
+        _write(buf, output, lo, width, shape, like)
+
+
+def _one_per_vector(weights: np.ndarray) -> bool:
+    """Real weights of several streams where each vector feeds exactly one (CCE FR codes)."""
+    nonzero = weights != 0
+    return (
+        weights.shape[0] > 1
+        and not np.iscomplexobj(weights)
+        and bool(np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.any(axis=1)))
+    )
+
+
 def _address(vector: np.ndarray) -> int:
     """The address of a contiguous vector's first value."""
     return vector.__array_interface__["data"][0]
@@ -198,7 +248,15 @@ def combine(
     m, size, step = weights.shape[0], vectors[0].size, 2 if pairs else 1
     result = outputs.take(size * m, dtype) if outputs is not None else np.empty(size * m, dtype)
     addresses = np.array([_address(v) for v in vectors], dtype=np.intp)
-    if len(vectors) <= FEW:
+    if _one_per_vector(weights):
+        stream = np.argmax(weights != 0, axis=0)
+        order = np.argsort(stream, kind="stable")
+        _streams(
+            addresses[order], weights[stream[order], order].astype(np.float64),
+            np.cumsum(np.bincount(stream, minlength=m)), _address(result), size,
+            ((0,) * m, (0,)), np.empty(0, dtype),
+        )  # fmt: skip
+    elif len(vectors) <= FEW:
         kind = np.result_type(dtype, np.complex64) if pairs else dtype
         _few(
             addresses, weights.astype(np.complex128 if pairs else np.float64), _address(result),
@@ -225,5 +283,8 @@ def compile_sums(weights: np.ndarray, dtype: type = np.float32) -> None:
     m, count = np.shape(weights)
     step = 2 if np.iscomplexobj(weights) else 1
     kind = np.asarray(weights).dtype
+    if _one_per_vector(np.asarray(weights)):
+        pattern = (np.asarray(weights) != 0).astype(np.float64)
+        combine([np.zeros(1, dtype) for _ in range(count)], pattern, m)
     for used in (*range(1, min(count, FEW) + 1), *((count,) if count > FEW else ())):
         combine([np.zeros(step, dtype) for _ in range(used)], np.ones((m, used), kind), step * m)

@@ -59,6 +59,26 @@ def test_combine_is_the_float64_sum_rounded_once(m, count, pairs, dtype) -> None
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("count", [3, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_combine_of_streams_fed_by_their_own_vectors_is_the_sum_rounded_once(count, dtype) -> None:
+    """CCE FR's weights (each vector in one stream, shuffled, streams of 1 to 3 vectors)
+    take the one-stream-per-row kernel: the same float64 sum rounded once."""
+    rng = np.random.default_rng(count)
+    size = 3 * sums.BLOCK + 333
+    sent = [rng.standard_normal(size).astype(dtype) for _ in range(count)]
+    stream = rng.permutation(np.arange(count) % 3)
+    weights = np.zeros((3, count))
+    weights[stream, np.arange(count)] = rng.standard_normal(count)
+    assert sums._one_per_vector(weights)
+    got = combine(sent, weights, 3 * size - 2)
+    want = naive(sent, weights)[: 3 * size - 2]
+    if dtype == np.float32:
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
 def test_combine_pads_odd_float_pairs_and_widens_other_dtypes() -> None:
     rng = np.random.default_rng(2)
     sent = [rng.standard_normal(1001).astype(np.float32) for _ in range(6)]
