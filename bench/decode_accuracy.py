@@ -22,7 +22,7 @@ from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.contract import Task
 from gclab.coding.evaluation import straggler_patterns
 from gclab.coding.linear import LinearScheme
-from gclab.coding.numerics import combine
+from gclab.coding.sums import combine
 from gclab.errors import ConfigError, DecodeError
 
 

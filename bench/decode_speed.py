@@ -1,45 +1,39 @@
-"""Decode speed: every scheme's decode of a round against one in-place float32 pass over
-the vectors that decode reads, on one thread.
+"""Decode speed: every scheme's decode of a round against one in-place float32 sum of the
+packets that arrived in that round, side by side, on one thread.
 
-For each model's gradient length (``cnn``: 356,810 floats, ``resnet18``: 11,173,962),
-n = 4 and n = 16, and each scheme with its config defaults, a decoder is fed random
-float32 packets round after round, without loss and with Bernoulli(0.1) losses (a
-seeded pattern of 6 rounds, repeated, so that the patterns recur as in a long run). A
-job still not decodable at its deadline gets the packets ``wanted`` names (the
-protocol's recovery). Per round, ``decodable()`` and the decode of every decodable job
-are timed together, as the driver's ``decode_ms`` does.
+What a user pays per round is ``decode_ms`` (``decodable()`` and the decode of every
+decodable job, as the driver times it) against the packets the round delivered. Settings:
+ResNet-18's gradient (11,173,962 floats) at n = 4, and the small CNN's (356,810) at n = 8
+and 64, every scheme with its config defaults; the CNN at n = 256 with the SGC papers'
+settings (GC s = 15, SR-SGC (2, 3, 23), M-SGC (1, 2, 27)) and uncoded. A decoder is fed
+random float32 packets of the scheme's packet length round after round, without loss and
+with Bernoulli(0.1) losses (a seeded pattern of 6 rounds, repeated, so that patterns
+recur as in a long run); a job still not decodable at its deadline gets the packets
+``wanted`` names (the protocol's recovery), which then arrive in that round too.
 
-* **steady state**: the median over rounds that solved nothing new (every decoding
-  weight came from a cache);
-* **first time**: the median over rounds that solved a new erasure pattern (weights,
-  residual check), reported apart;
-* **ratio**: the median over those rounds of decode / baseline of the same round;
-* **baseline**: right after each timed round, one in-place float32 pass over the vectors
-  the round's decodes read (recorded from ``combine_sums`` and ``weighted_sum``):
-  ``acc = v0 + v1``, then
-  ``acc += v`` for each further vector, numpy ufuncs with ``out=``, no allocation. A
-  float64 vector a pipelined decode reads (a decoded job still in its window) counts as
-  the two float32 vectors of its bytes.
-* **result write**: filling the round's results once, in their dtypes, a floor for any
-  decode: a CCE code's result (m > 1) is m times longer than a packet, so it alone
-  costs about a pass over the m-times-shorter packets. A one-shot decode of float32
-  packets writes a float32 result (accumulated in float64, rounded once); a pipelined
-  decode keeps float64 values it adds to later.
+* **baseline**: right after each timed round, one in-place float32 sum of the packets
+  that arrived in it (``acc = p0 + p1``, then ``acc += p`` for each further packet, numpy
+  ufuncs with ``out=``, no allocation). M-SGC's packets are ``W − 1 + B`` gradients long,
+  so its baseline reads that much more: it is what arrived;
+* **steady**: the median over rounds that solved nothing new (every decoding weight came
+  from a cache), and **ratio**: the median over those rounds of decode / baseline of
+  the same round (other load on the machine cancels);
+* **first time**: rounds that solved a new erasure pattern (weights and residual check;
+  for SR-SGC and M-SGC a new set of results per job), reported apart with their ratio.
+  At n = 256 on real delays nearly every round is one: stragglers differ each round.
 
 The previous round's results are held until this round's decode ends, as the driver
-holds its ``gradients``: result arrays are reused only once dropped
-(:class:`gclab.coding.numerics.Outputs`).
-
-Then the first-time coefficient solve alone for new straggler sets at n = 256, s = 15
-(pipelined: a new erasure pattern over the T+1 rounds of a window).
+holds its gradients (:class:`gclab.coding.numerics.Outputs` reuses an array only once
+nobody refers to it). Then the first-time coefficient solve alone for new straggler sets
+at n = 256, s = 15.
 
 BLAS and OpenMP are pinned to one thread before numpy loads (the driver's default
 ``cluster.server_threads=1``). Both sides are timed in this thread's CPU time (user and
 system: page faults count): on an idle machine that is the elapsed time, and on a
 shared one it leaves out the time other jobs hold the core (``--wall`` times elapsed).
 
-    python bench/decode_speed.py [--quick]     # --quick: cnn only, n = 4 and 16
-    python bench/decode_speed.py --models resnet18 --workers 4 --no-solves
+    python bench/decode_speed.py [--quick]     # --quick: n = 8 and 64 only (the CNN)
+    python bench/decode_speed.py --settings resnet18:4 cnn:256 --no-solves
 """
 
 from __future__ import annotations
@@ -50,15 +44,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"  # before numpy loads its BLAS
 
 import argparse  # noqa: E402
-import itertools  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 
 import numpy as np  # noqa: E402
 from common import machine  # noqa: E402
 
-from gclab.coding import numerics, stream  # noqa: E402
 from gclab.coding.cce import CCECR, CCEFR  # noqa: E402
 from gclab.coding.classic import ClassicCR, ClassicFR, IgnoreStragglers  # noqa: E402
 from gclab.coding.contract import Decoder, Scheme  # noqa: E402
@@ -72,10 +63,22 @@ from gclab.errors import DecodeError  # noqa: E402
 MODELS = {"cnn": 356_810, "resnet18": 11_173_962}  # parameters of gclab.ml.models
 
 #: Every scheme of gclab/conf/scheme/ with its config defaults.
-SCHEMES: list[Callable[[int], Scheme]] = [
+DEFAULTS: list[Callable[[int], Scheme]] = [
     Uncoded, IgnoreStragglers, ClassicFR, ClassicCR, CCEFR, CCECR,
     PipelinedFR, PipelinedCR, SRSGC, MSGC,
 ]  # fmt: skip
+
+#: The SGC papers' settings at n = 256 (docs/sequential.md), and uncoded.
+PAPERS: list[Callable[[int], Scheme]] = [
+    Uncoded,
+    lambda n: ClassicCR(n, 15),
+    lambda n: ClassicFR(n, 15),
+    lambda n: SRSGC(n, 2, 3, 23),
+    lambda n: MSGC(n, 1, 2, 27),
+]
+
+#: ``model:n`` settings run by default, and their schemes.
+SETTINGS = {"resnet18:4": DEFAULTS, "cnn:8": DEFAULTS, "cnn:64": DEFAULTS, "cnn:256": PAPERS}
 
 PERIOD, LOSS = 6, 0.1  # loss patterns: Bernoulli(LOSS), PERIOD rounds, repeated
 
@@ -83,59 +86,17 @@ PERIOD, LOSS = 6, 0.1  # loss patterns: Bernoulli(LOSS), PERIOD rounds, repeated
 clock = time.thread_time
 
 
-class Reads:
-    """Records the vectors every decode reads: wraps ``combine_sums`` and ``weighted_sum``,
-    one of which every decoder calls (through ``combine`` or directly)."""
-
-    def __init__(self) -> None:
-        self.vectors: list[np.ndarray] = []
-        self.sums, self.weighted = numerics.combine_sums, numerics.weighted_sum
-
-    def combine_sums(self, sums: Sequence[numerics.Sum], *args: Any, **kwargs: Any) -> list:
-        for vectors, _ in sums:
-            self.vectors.extend(vectors)
-        return self.sums(sums, *args, **kwargs)
-
-    def weighted_sum(self, vectors: Sequence[np.ndarray], *args: Any) -> np.ndarray:
-        self.vectors.extend(vectors)
-        return self.weighted(vectors, *args)
-
-    def install(self) -> None:
-        for module in (numerics, stream):
-            module.combine_sums = self.combine_sums
-        numerics.weighted_sum = self.weighted_sum
-
-
-#: The recorder of every decode's reads.
-READS = Reads()
-
-
-def inplace_pass(vectors: list[np.ndarray], stand_ins: list[np.ndarray], acc: np.ndarray) -> float:
-    """Seconds of one in-place float32 pass over ``vectors``.
-
-    A float64 vector counts as two float32 vectors of its length, read from
-    ``stand_ins`` (its own bytes read as float32 hold NaNs and subnormals, which are slow).
-    """
-    spare = itertools.cycle(stand_ins)  # enough for every scheme here; cycled to be safe
-    flat = []
-    for v in vectors:
-        flat += [v] if v.dtype == np.float32 else [next(spare)[: v.size] for _ in range(2)]
-    size = min(v.size for v in flat)
+def inplace_sum(packets: list[np.ndarray], acc: np.ndarray) -> float:
+    """Seconds of one in-place float32 sum of ``packets`` into ``acc``."""
+    size = packets[0].size
+    out = acc[:size]
     start = clock()
-    if len(flat) == 1:
-        np.copyto(acc[:size], flat[0][:size])
+    if len(packets) == 1:
+        np.copyto(out, packets[0])
     else:
-        np.add(flat[0][:size], flat[1][:size], out=acc[:size])
-        for v in flat[2:]:
-            np.add(acc[:size], v[:size], out=acc[:size])
-    return clock() - start
-
-
-def result_write(results: list[np.ndarray], sink: np.ndarray) -> float:
-    """Seconds to write the round's results once, in their dtypes (a floor for any decode)."""
-    start = clock()
-    for result in results:
-        sink.view(result.dtype)[: result.size].fill(0.0)
+        np.add(packets[0], packets[1], out=out)
+        for packet in packets[2:]:
+            np.add(out, packet, out=out)
     return clock() - start
 
 
@@ -166,30 +127,27 @@ def packet_size(scheme: Scheme, length: int) -> int:
     return int(np.ceil(length * scheme.packet_fraction))
 
 
-def run(
-    scheme: Scheme,
-    length: int,
-    pool: list[np.ndarray],
-    lossy: bool,
-    acc: np.ndarray,
-    sink: np.ndarray,
-) -> dict:
+def median(values: list[float]) -> float:
+    return float(np.median(values)) if values else float("nan")
+
+
+def run(scheme: Scheme, length: int, pool: list[np.ndarray], lossy: bool, acc: np.ndarray) -> dict:
     """Feed rounds to a fresh decoder; per-round decode and baseline seconds, by kind."""
     size = packet_size(scheme, length)
     packets = [p[:size] for p in pool]
     decoder = scheme.decoder(length)
-    reads = READS
     pattern = losses(scheme.n, lossy)
-    stand_ins = [half for p in pool for half in (p[:length], p[length:])]
-    steady, first, plain, write, read, results = [], [], [], [], [], []
-    rounds = scheme.T + PERIOD * (2 if length > 1_000_000 else 8)  # small ones are cheap
+    kinds: dict[str, list[tuple[float, float]]] = {"steady": [], "first": []}
+    arrived_counts, results = [], []
+    rounds = scheme.T + PERIOD * (2 if length > 1_000_000 else 4)  # small ones are cheap
     for r in range(rounds + scheme.T):  # the last T rounds drain the pipeline
         decoder.begin_round(r)
         decoder.plan(r)
         lost = pattern[r % PERIOD] if r < rounds else set(range(scheme.n))
         workers = [w for w in range(scheme.n) if w not in lost]
-        decoder.receive_many(r, workers, [packets[w] for w in workers])
-        before, reads.vectors, held = solves(decoder), [], results
+        arrived = [packets[w] for w in workers]
+        decoder.receive_many(r, workers, arrived)
+        before, held = solves(decoder), results
         start = clock()
         ready = decoder.decodable()
         results = [decoder.decode(job) for job in ready]
@@ -197,54 +155,51 @@ def run(
         if due >= 0 and due not in ready:
             for rr, w in decoder.wanted(due):  # recovery: the packets it needs
                 decoder.receive(rr, w, packets[w])
+                arrived.append(packets[w])
             results += [decoder.decode(job) for job in decoder.decodable()]
         seconds = clock() - start
         del held  # the driver holds a round's gradients until the next round's decode
-        if not reads.vectors:
+        if not results or not arrived:
             continue
-        if solves(decoder) > before:
-            first.append(seconds)
-        else:
-            steady.append(seconds)
-            plain.append(inplace_pass(reads.vectors, stand_ins, acc))
-            write.append(result_write(results, sink))
-            read.append(sum(v.nbytes for v in reads.vectors) / (4 * length))
-    return {
-        "steady": float(np.median(steady)) if steady else float("nan"),
-        # per round, against the pass right after it: other load on the machine cancels
-        "ratio": float(np.median(np.divide(steady, plain))) if steady else float("nan"),
-        "plain": float(np.median(plain)) if plain else float("nan"),
-        "write": float(np.median(write)) if write else float("nan"),
-        "first": float(np.median(first)) if first else float("nan"),
-        "vectors": float(np.median(read)) if read else float("nan"),
-    }
+        kind = "first" if solves(decoder) > before else "steady"
+        kinds[kind].append((seconds, inplace_sum(arrived, acc)))
+        arrived_counts.append(len(arrived))
+    out = {"arrived": median(arrived_counts)}
+    for kind, pairs in kinds.items():
+        decode, plain = [p[0] for p in pairs], [p[1] for p in pairs]
+        out[kind] = median(decode)
+        out[kind + " plain"] = median(plain)
+        out[kind + " ratio"] = median([d / p for d, p in pairs])
+        out[kind + " rounds"] = len(pairs)
+    return out
 
 
-def table(models: list[str], workers: list[int]) -> None:
+def table(settings: list[str]) -> None:
     print(
-        "| scheme | model | n | loss | float32 vectors read | steady decode (ms) "
-        "| in-place pass (ms) | ratio | result write (ms) | first-time round (ms) |"
+        "| scheme | model | n | loss | packets arrived | steady decode (ms) "
+        "| in-place sum of arrivals (ms) | ratio | first-time rounds | first-time decode (ms) "
+        "| first-time ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for model in models:
-        length = MODELS[model]
-        for n in workers:
-            longest = 2 * length  # M-SGC's packets: W − 1 + B = 2 slots
-            pool = [rng.standard_normal(longest, dtype=np.float32) for _ in range(n)]
-            acc = np.empty(length, dtype=np.float32)
-            sink = np.zeros(length)
-            for make in SCHEMES:
-                scheme = make(n)
-                for lossy in (False, True):
-                    got = run(scheme, length, pool, lossy, acc, sink)
-                    ms = {k: f"{got[k] * 1e3:.1f}" for k in ("steady", "plain", "write", "first")}
-                    print(
-                        f"| {scheme.describe()} | {model} | {n} | {'p=0.1' if lossy else 'none'} "
-                        f"| {got['vectors']:.1f} | {ms['steady']} | {ms['plain']} "
-                        f"| {got['ratio']:.2f} | {ms['write']} | {ms['first']} |",
-                        flush=True,
-                    )
+    for setting in settings:
+        model, n = setting.split(":")
+        length, n = MODELS[model], int(n)
+        schemes = [make(n) for make in SETTINGS.get(setting, DEFAULTS)]
+        longest = max(packet_size(scheme, length) for scheme in schemes)  # M-SGC's: 2 slots
+        pool = [rng.standard_normal(longest, dtype=np.float32) for _ in range(n)]
+        acc = np.empty(longest, dtype=np.float32)
+        for scheme in schemes:
+            for lossy in (False, True):
+                got = run(scheme, length, pool, lossy, acc)
+                ms = {k: f"{got[k] * 1e3:.1f}" for k in ("steady", "steady plain", "first")}
+                print(
+                    f"| {scheme.describe()} | {model} | {n} | {'p=0.1' if lossy else 'none'} "
+                    f"| {got['arrived']:.0f} | {ms['steady']} | {ms['steady plain']} "
+                    f"| {got['steady ratio']:.2f} | {got['first rounds']} | {ms['first']} "
+                    f"| {got['first ratio']:.2f} |",
+                    flush=True,
+                )
 
 
 def solve_time(scheme: Scheme, patterns: int) -> tuple[float, int]:
@@ -302,9 +257,10 @@ def solve_table() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="the small CNN only")
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
-    parser.add_argument("--workers", nargs="+", type=int, default=[4, 16])
+    parser.add_argument("--quick", action="store_true", help="cnn:8 and cnn:64 only")
+    parser.add_argument(
+        "--settings", nargs="+", default=list(SETTINGS), help="model:n pairs (default: %(default)s)"
+    )
     parser.add_argument("--no-solves", action="store_true", help="skip the n = 256 solve table")
     parser.add_argument("--wall", action="store_true", help="elapsed time, not thread CPU time")
     args = parser.parse_args()
@@ -313,8 +269,7 @@ def main() -> None:
     print(f"# {machine()}")
     print(f"# one thread; losses: none, or Bernoulli({LOSS}) over {PERIOD} rounds, repeated")
     print(f"# clock: {'elapsed time' if args.wall else 'thread CPU time'}\n")
-    READS.install()
-    table(["cnn"] if args.quick else args.models, args.workers)
+    table(["cnn:8", "cnn:64"] if args.quick else args.settings)
     if not args.no_solves:
         solve_table()
 

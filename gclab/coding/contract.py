@@ -250,8 +250,8 @@ class Decoder(ABC):
     def decode(self, job: int) -> np.ndarray | None:
         """Return job's gradient sum (``None`` in symbolic mode) and forget it.
 
-        The sum is float64, or float32 when float32 packets are combined once into it
-        (accumulated in float64, rounded once: :func:`gclab.coding.numerics.combine`).
+        The sum has the packets' dtype: float32 packets give a float32 sum, accumulated
+        in float64 and rounded once (:func:`gclab.coding.sums.combine`).
 
         Raises :class:`DecodeError` when the job is not decodable or when the residual
         check of its decoding coefficients fails: never a silently wrong gradient. A later

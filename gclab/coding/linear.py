@@ -19,15 +19,9 @@ from typing import ClassVar
 import numpy as np
 
 from gclab.coding.contract import Decoder, Encoder, Part, Plan, Scheme, Task
-from gclab.coding.numerics import (
-    RESIDUAL_TOL,
-    as_streams,
-    combine,
-    compile_weighted_sum,
-    least_squares_weights,
-    residual,
-)
+from gclab.coding.numerics import RESIDUAL_TOL, as_streams, least_squares_weights, residual
 from gclab.coding.partial import partial_sum
+from gclab.coding.sums import combine, compile_sums
 from gclab.errors import DecodeError
 
 
@@ -193,13 +187,13 @@ class LinearDecoder(Decoder):
         self._arrived: dict[int, dict[int, np.ndarray | None]] = {}
         self._decoded: set[int] = set()
         self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
-        if not self.symbolic:  # the decode without loss is solved and compiled before a clock
+        if not self.symbolic:  # the decode without loss: solved, its kernels loaded, before a clock
             try:
                 solution = self._solution_of(tuple(range(scheme.n)))
             except DecodeError:  # a broken code: decode() raises it for the round it meets
                 solution = None
             if solution is not None:
-                compile_weighted_sum(solution[1])
+                compile_sums(solution[1])
 
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
@@ -250,9 +244,7 @@ class LinearDecoder(Decoder):
         self._decoded.add(job)
         if self.symbolic:
             return None
-        return combine(
-            [packets[w] for w in used], weights, self.grad_size, self.outputs, final=True
-        )
+        return combine([packets[w] for w in used], weights, self.grad_size, self.outputs)
 
     def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
         packets = self._arrived.pop(job, {})

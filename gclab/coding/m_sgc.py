@@ -17,8 +17,8 @@ import numpy as np
 
 from gclab.coding.classic import ClassicCR
 from gclab.coding.contract import Decoder, Encoder, Part, Plan, Shape, StragglerModel, Task
-from gclab.coding.numerics import combine
 from gclab.coding.sgc import AdaptiveDecoder, AdaptiveScheme, BurstyModel, GroupWeights, check_bwl
+from gclab.coding.sums import combine, compile_sums
 from gclab.errors import DecodeError
 
 
@@ -151,6 +151,9 @@ class MSGCDecoder(AdaptiveDecoder):
         self.d1: dict[int, np.ndarray] = {}  # job -> [W-1, n] round of first D1 result
         self.d2: dict[int, np.ndarray] = {}  # job -> [groups, n] round of first D2 result
         self.weights = GroupWeights(scheme.gc) if scheme.gc else None
+        if not self.symbolic:  # the D2 code's numbers and the decode's kernel: now, not on a clock
+            used = len(self.weights(tuple(range(scheme.n)))[0]) if self.weights else 0
+            compile_sums(np.ones((1, scheme.n * (scheme.W - 1) + scheme.groups * used)))
 
     def _missing_d1(self, job: int) -> np.ndarray:
         """``[W-1, n]``: which D1 chunks of ``job`` have not arrived."""

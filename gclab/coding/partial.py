@@ -16,7 +16,8 @@ from typing import Protocol
 import numpy as np
 
 from gclab.coding.contract import Part
-from gclab.coding.numerics import RESIDUAL_TOL, combine
+from gclab.coding.numerics import RESIDUAL_TOL
+from gclab.coding.sums import combine
 from gclab.errors import DecodeError
 
 

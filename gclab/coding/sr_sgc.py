@@ -17,8 +17,8 @@ from gclab.coding import params
 from gclab.coding.classic import ClassicCR
 from gclab.coding.contract import Decoder, Encoder, Plan, Shape, StragglerModel, Task
 from gclab.coding.linear import LinearEncoder
-from gclab.coding.numerics import combine, compile_weighted_sum
 from gclab.coding.sgc import AdaptiveDecoder, AdaptiveScheme, BurstyModel, GroupWeights, check_bwl
+from gclab.coding.sums import combine, compile_sums
 from gclab.errors import DecodeError
 
 
@@ -111,8 +111,8 @@ class SRSGCDecoder(AdaptiveDecoder):
         self.scheme: SRSGC = scheme
         self.results: dict[int, dict[int, int]] = {}  # job -> worker -> round of its result
         self.weights = GroupWeights(scheme.gc)
-        if not self.symbolic:  # the decode without loss compiles now, not on a clock
-            compile_weighted_sum(self.weights(tuple(range(scheme.n)))[1])
+        if not self.symbolic:  # the decode's kernel is loaded now, not on a clock
+            compile_sums(self.weights(tuple(range(scheme.n)))[1])
 
     def freeze(self, round: int) -> tuple[int, ...]:
         scheme = self.scheme
@@ -153,7 +153,7 @@ class SRSGCDecoder(AdaptiveDecoder):
         if not self.symbolic:  # decodable() is exact: the simulator needs no weights
             used, weights = self.weights(tuple(got))
             packets = [self.packets[got[w]][w] for w in used]
-            result = combine(packets, weights, self.grad_size, self.outputs, final=True)
+            result = combine(packets, weights, self.grad_size, self.outputs)
         self.finish(job)
         return result
 

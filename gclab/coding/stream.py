@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from gclab.coding.contract import Decoder, Encoder, Part, Plan, Scheme, Task
-from gclab.coding.numerics import RESIDUAL_TOL, Outputs, combine, combine_sums
+from gclab.coding.numerics import RESIDUAL_TOL, Outputs
+from gclab.coding.sums import combine, compile_sums
 from gclab.errors import DecodeError
 
 #: Row-space membership: ``1 − ‖projection‖² ≤ SPAN_TOL``, i.e. ‖residual‖ ≤ 1e-6 (exact
@@ -33,6 +34,10 @@ SPAN_TOL = 1e-12
 
 #: Relative singular-value cut-off of the job-space solves.
 RANK_RCOND = 1e-10
+
+#: A decode from the first equations only (fewer packets to read) is taken when its summed
+#: absolute weights are at most this times the minimum-norm solution's.
+SPARSE_SLACK = 1.25
 
 Equations = tuple[np.ndarray, np.ndarray]
 """``(weights [E, |F|], lags [E, T+1])`` of one block's received packets in one round."""
@@ -119,7 +124,15 @@ class StreamScheme(Scheme):
 
     def _solve(self, masks: tuple[int, ...], known: frozenset[int], zeros: int) -> Solution:
         """Every undecoded job whose unit vector lies in the row space of the equations,
-        with the decoded jobs on the right-hand side (minimum-norm solution)."""
+        with the decoded jobs on the right-hand side.
+
+        The minimum-norm solution over all equations, unless the first equations (in
+        round order) already decode the job with weights no larger (within
+        :data:`SPARSE_SLACK`, summed absolute weights, which bound how much the packets'
+        rounding can grow): then those. Without loss that is one equation of the job's
+        own round, so a decode reads fewer packets (FR: one of each group's; CR: ``K`` of
+        round ``t``'s, where the minimum norm spreads over ``K + 1``).
+        """
         T = self.T
         width = len(masks) + T
         rows, sources = [], []  # sources: (round offset, positions, packet weights)
@@ -136,32 +149,58 @@ class StreamScheme(Scheme):
         if not rows or not unknown:
             return Solution(frozenset(), {}, {})
         system = np.array(rows)
-        reduced = _RowSpace(system[:, unknown])
+        spaces = {len(rows): _RowSpace(system[:, unknown])}  # by number of equations used
         packets, coefs = {}, {}
-        used = np.zeros(width, dtype=bool)
-        used[unknown] = True
         for col in unknown:
-            v = reduced.solve(unknown.index(col))
-            if v is None:
+            full = spaces[len(rows)].solve(unknown.index(col))
+            if full is None:
                 continue
-            residual = system.T @ v
-            residual[col] -= 1.0
-            error = float(np.max(np.abs(residual[used])))
-            if not np.isfinite(error) or error > RESIDUAL_TOL:
-                raise DecodeError(
-                    f"{self.describe()}: decoding a job from {len(masks)} rounds fails the "
-                    f"residual check ({error:.2e} > {RESIDUAL_TOL:.0e})."
-                )
-            weights: dict[tuple[int, int], float] = {}
-            for coef, (offset, received, eq_weights) in zip(v, sources):
-                for pos, wt in zip(received, eq_weights):
-                    if wt != 0 and coef != 0:
-                        weights[offset, pos] = weights.get((offset, pos), 0.0) + coef * wt
-            packets[col] = weights
-            coefs[col] = {
-                c: -float(residual[c]) for c in existing if c in known and residual[c] != 0
-            }
+            best = self._terms(system, sources, existing, known, unknown, col, full, strict=True)
+            for count in range(1, len(rows)):
+                if count not in spaces:
+                    spaces[count] = _RowSpace(system[:count, unknown])
+                v = spaces[count].solve(unknown.index(col))
+                if v is not None:
+                    v = np.concatenate([v, np.zeros(len(rows) - count)])
+                    sparse = self._terms(system, sources, existing, known, unknown, col, v)
+                    if sparse is not None and sparse[2] <= SPARSE_SLACK * best[2]:
+                        best = sparse
+                    break
+            packets[col], coefs[col] = best[0], best[1]
         return Solution(frozenset(packets), packets, coefs)
+
+    def _terms(
+        self,
+        system: np.ndarray,
+        sources: list,
+        existing: list[int],
+        known: frozenset[int],
+        unknown: list[int],
+        col: int,
+        v: np.ndarray,
+        strict: bool = False,
+    ) -> tuple[dict[tuple[int, int], float], dict[int, float], float] | None:
+        """``(packet weights, known coefficients, their summed absolute value)`` of the
+        equation combination ``v`` decoding column ``col``, residual-checked: a failure
+        raises with ``strict``, else gives ``None``."""
+        residual = system.T @ v
+        residual[col] -= 1.0
+        error = float(np.max(np.abs(residual[unknown])))
+        if not np.isfinite(error) or error > RESIDUAL_TOL:
+            if not strict:
+                return None
+            raise DecodeError(
+                f"{self.describe()}: decoding a job from {system.shape[1] - self.T} rounds "
+                f"fails the residual check ({error:.2e} > {RESIDUAL_TOL:.0e})."
+            )
+        weights: dict[tuple[int, int], float] = {}
+        for coef, (offset, received, eq_weights) in zip(v, sources):
+            for pos, wt in zip(received, eq_weights):
+                if wt != 0 and coef != 0:
+                    weights[offset, pos] = weights.get((offset, pos), 0.0) + coef * wt
+        known_coefs = {c: -float(residual[c]) for c in existing if c in known and residual[c] != 0}
+        size = sum(abs(w) for w in weights.values()) + sum(abs(c) for c in known_coefs.values())
+        return weights, known_coefs, size
 
     def tolerates(self, erasures: np.ndarray) -> bool:
         """Exact: job 0 decodes from rounds ``0..T`` of ``erasures`` (earlier jobs known)."""
@@ -227,7 +266,11 @@ class StreamDecoder(Decoder):
 
     Keeps the packets of rounds ``>= base`` (the oldest undecoded job: earlier rounds
     only involve decoded jobs) and, per block, the decoded values of jobs ``>= base − T``
-    that those rounds still involve.
+    that those rounds still involve, in the packets' dtype: float32 values of float32
+    packets, each accumulated in float64 and rounded once. A kept value's rounding enters
+    a later decode as the packets' own rounding does, through coefficients that the lag
+    scale keeps contractive (:func:`gclab.coding.pipelined.lag_scale`), and float32 state
+    halves what a decode reads (tested over long lossy runs against float64 state).
     """
 
     STATE = ("base", "decoded", "masks", "packets", "values")
@@ -242,6 +285,9 @@ class StreamDecoder(Decoder):
         self.values: list[dict[int, np.ndarray]] = [{} for _ in scheme.blocks]
         # each block keeps T + 1 values; a round decodes up to T + 1 jobs
         self.outputs = Outputs(limit=(len(scheme.blocks) + 1) * (scheme.T + 2) + 2)
+        if not self.symbolic:  # the decodes' kernels are loaded now, not on a clock
+            compile_sums(np.ones((1, len(scheme.blocks[0]) + scheme.T)))  # a block's value
+            compile_sums(np.ones((1, len(scheme.blocks))))  # FR: the groups' sum
 
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
@@ -296,7 +342,7 @@ class StreamDecoder(Decoder):
         return result
 
     def _combine(self, solutions: list[Solution], col: int) -> np.ndarray:
-        """Apply the solutions' weights to the packets and known block values (float64)."""
+        """Apply the solutions' weights to the packets and known block values."""
         first = self.base - self.scheme.T
         per_block = []
         for block, values, solution in zip(self.scheme.blocks, self.values, solutions):
@@ -313,20 +359,22 @@ class StreamDecoder(Decoder):
             per_block.append(terms)
         if self.scheme.T == 0:  # nothing refers to this job later: one sum over all
             per_block = [sorted((t for b in per_block for t in b), key=lambda t: t[0])]
-        sums = [([t[1] for t in terms], np.array([[t[2] for t in terms]])) for terms in per_block]
-        if len(sums) == 1:
-            value = combine(*sums[0], self.grad_size, self.outputs)
-            if self.scheme.T == 0:
-                return value
-            self.values[0][first + col] = value  # CR: read-only, the decoder still uses it
-            view = value.view()
+        size, outputs = self.grad_size, self.outputs
+        sums = [
+            combine([t[1] for t in terms], np.array([[t[2] for t in terms]]), size, outputs)
+            for terms in per_block
+        ]
+        if self.scheme.T == 0:  # one sum over all blocks
+            return sums[0]
+        for values, value in zip(self.values, sums):
+            values[first + col] = value
+        if len(sums) == 1:  # CR: the value is the result, read-only: the decoder still uses it
+            view = sums[0].view()
             view.flags.writeable = False
             return view
-        # FR: the groups' values and their sum in one pass
-        *groups, total = combine_sums(sums, self.grad_size, total=True, outputs=self.outputs)
-        for values, value in zip(self.values, groups):
-            values[first + col] = value
-        return total
+        # FR: the groups' sum, accumulated in float64 (a pass per sum: module docstring of
+        # gclab.coding.sums)
+        return combine(sums, np.ones((1, len(sums))), size, outputs)
 
     def serves(self, round: int, jobs: int) -> bool:
         """A packet of ``round`` carries jobs ``round − T .. round`` (the accumulators)."""

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gclab.coding import numerics
+from gclab.coding import sums
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
-from gclab.coding.numerics import Outputs, combine, combine_sums, weighted_sum
+from gclab.coding.numerics import Outputs
 from gclab.coding.sr_sgc import SRSGC
+from gclab.coding.sums import combine
 from gclab.errors import DecodeError
 from helpers.coding import decode, packets, partials
 
@@ -25,80 +26,82 @@ def naive(vectors: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
     return (weights @ np.stack(wide)).T.reshape(-1).view(np.float64)
 
 
-@pytest.mark.parametrize("m", [1, 2, 3])
-@pytest.mark.parametrize("kind", ["real", "unit", "complex"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_combine_matches_naive_sum_across_chunks(m: int, kind: str, dtype, monkeypatch) -> None:
-    """Several chunks and a ragged last one (1024 positions each), odd lengths for pairs."""
-    monkeypatch.setattr(numerics, "COMBINE_CHUNK", 1024)  # the smallest chunk combine takes
-    rng = np.random.default_rng(m)
-    length = 2 * 1024 + 333 if kind == "complex" else 3 * 1024 + 333
-    sent = [rng.standard_normal(length).astype(dtype) for _ in range(5)]
-    weights = rng.standard_normal((m, 5))
-    if kind == "unit":
-        weights = np.ones((m, 5))
-    if kind == "complex":
-        weights = weights + 1j * rng.standard_normal((m, 5))
-    size = length * m - 1
-    got = combine(sent, weights, size)
-    assert got.dtype == np.float64 and got.shape == (size,)
-    np.testing.assert_allclose(got, naive(sent, weights)[:size], rtol=1e-12, atol=1e-12)
-
-
-def test_combine_sums_keeps_each_sum_and_adds_their_total(monkeypatch) -> None:
-    """Pipelined FR's groups: float32 packets and float64 values, unit and real weights."""
-    rng = np.random.default_rng(0)
-    sums = [
-        ([rng.standard_normal(2500, dtype=np.float32), rng.standard_normal(2500)],
-         np.array([[0.5, -0.25]])),
-        ([rng.standard_normal(2500, dtype=np.float32) for _ in range(3)], np.ones((1, 3))),
-    ]  # fmt: skip
-    monkeypatch.setattr(numerics, "COMBINE_CHUNK", 1024)
-    *groups, total = combine_sums(sums, 2500, total=True)
-    for (vectors, weights), got in zip(sums, groups):
-        np.testing.assert_allclose(got, naive(vectors, weights), rtol=1e-13, atol=1e-13)
-    np.testing.assert_allclose(total, groups[0] + groups[1], rtol=1e-13, atol=1e-13)
-
-
 @pytest.mark.parametrize(
     ("m", "count", "pairs"),
     [
-        (1, 16, False),
-        (3, 3, False),
-        (3, 12, False),
-        (1, 3, True),
-        (2, 3, True),
-        (2, 5, True),
-        (2, 7, True),
+        (1, 1, False), (1, 2, False), (1, 3, False), (1, 16, False), (3, 3, False),
+        (3, 12, False), (1, 1, True), (1, 3, True), (2, 3, True), (2, 5, True), (2, 7, True),
         (1, 16, True),
     ],
     ids=lambda v: str(v),
-)
-def test_the_compiled_weighted_sum_is_the_float64_sum_rounded_once(m, count, pairs) -> None:
-    """Every loop order (blocked, interleaved, float pairs four at a time with 1 and 3
-    left over), a length that is no multiple of the block: float32 results equal the
-    float64 sum rounded once."""
+)  # fmt: skip
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_combine_is_the_float64_sum_rounded_once(m, count, pairs, dtype) -> None:
+    """Both loop orders (up to four vectors; more: four, two and one a pass), real and
+    complex weights, several blocks and a ragged last one, read-only packets (as from
+    Ray's object store): the result has the packets' dtype and equals the float64 sum
+    rounded once."""
     rng = np.random.default_rng(m * count)
-    size = 2 * 1003 if pairs else 1003
-    sent = [rng.standard_normal(size, dtype=np.float32) for _ in range(count)]
+    size = 2 * (3 * sums.BLOCK + 333) if pairs else 3 * sums.BLOCK + 333
+    sent = [rng.standard_normal(size).astype(dtype) for _ in range(count)]
+    for packet in sent:
+        packet.flags.writeable = False
     weights = rng.standard_normal((m, count))
     if pairs:
         weights = weights + 1j * rng.standard_normal((m, count))
     grad_size = size * m - 1
-    got = weighted_sum(sent, weights, grad_size)
-    assert got.dtype == np.float32 and got.shape == (grad_size,)
+    got = combine(sent, weights, grad_size)
+    assert got.dtype == dtype and got.shape == (grad_size,)
     want = naive(sent, weights)[:grad_size]
-    np.testing.assert_array_equal(got, want.astype(np.float32))
-    final = combine(sent, weights, grad_size, final=True)
-    np.testing.assert_array_equal(final, got)  # what a decoder's one-shot combine returns
-    assert combine([v.astype(np.float64) for v in sent], weights, grad_size, final=True).dtype == (
-        np.float64
-    )  # float64 packets keep a float64 sum
+    if dtype == np.float32:
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("count", [3, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_combine_of_streams_fed_by_their_own_vectors_is_the_sum_rounded_once(count, dtype) -> None:
+    """CCE FR's weights (each vector in one stream, shuffled, streams of 1 to 3 vectors)
+    take the one-stream-per-row kernel: the same float64 sum rounded once."""
+    rng = np.random.default_rng(count)
+    size = 3 * sums.BLOCK + 333
+    sent = [rng.standard_normal(size).astype(dtype) for _ in range(count)]
+    stream = rng.permutation(np.arange(count) % 3)
+    weights = np.zeros((3, count))
+    weights[stream, np.arange(count)] = rng.standard_normal(count)
+    assert sums._one_per_vector(weights)
+    got = combine(sent, weights, 3 * size - 2)
+    want = naive(sent, weights)[: 3 * size - 2]
+    if dtype == np.float32:
+        np.testing.assert_array_equal(got, want.astype(np.float32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+def test_combine_pads_odd_float_pairs_and_widens_other_dtypes() -> None:
+    rng = np.random.default_rng(2)
+    sent = [rng.standard_normal(1001).astype(np.float32) for _ in range(6)]
+    weights = rng.standard_normal((1, 6)) + 1j * rng.standard_normal((1, 6))
+    got = combine(sent, weights, 1001)
+    np.testing.assert_array_equal(got, naive(sent, weights)[:1001].astype(np.float32))
+    halves = [v.astype(np.float16) for v in sent[:2]]
+    assert combine(halves, np.ones((1, 2)), 1001).dtype == np.float64
+
+
+def test_combine_refuses_mismatched_inputs() -> None:
+    vectors = [np.zeros(4, np.float32), np.zeros(5, np.float32)]
+    with pytest.raises(ValueError, match="lengths"):
+        combine(vectors, np.ones((1, 2)), 4)
+    with pytest.raises(ValueError, match="need \\[m, vectors\\]"):
+        combine(vectors[:1], np.ones((1, 2)), 4)
+    with pytest.raises(ValueError, match="need \\[m, vectors\\]"):
+        combine([], np.ones((1, 0)), 4)
 
 
 def test_outputs_never_hand_out_an_array_someone_holds() -> None:
     rng = np.random.default_rng(1)
-    sent = [rng.standard_normal(3000, dtype=np.float32) for _ in range(3)]
+    sent = [rng.standard_normal(3000) for _ in range(3)]
     weights = rng.standard_normal((1, 3))
     outputs = Outputs(limit=3)
     first = combine(sent, weights, 3000, outputs)

@@ -1,4 +1,4 @@
-"""Drive sequential schemes (T > 0) through the contract with real float64 payloads."""
+"""Drive sequential schemes (T > 0) through the contract with real payloads."""
 
 from __future__ import annotations
 
@@ -24,23 +24,30 @@ class StreamRun:
     errors: list[float] = field(default_factory=list)
 
 
-def run_stream(scheme: Scheme, erased: np.ndarray, grads: np.ndarray) -> StreamRun:
+def run_stream(
+    scheme: Scheme, erased: np.ndarray, grads: np.ndarray, wide: bool = False
+) -> StreamRun:
     """Run ``erased.shape[0]`` rounds: encode every worker's plan, deliver the packets not
     erased, decode every decodable job, and recover the job due at the end of each round
     from ``decoder.wanted`` (in order, one packet at a time: retransmission always succeeds).
 
-    Drain rounds (jobs beyond ``grads``) compute zero partials, as the runtime does.
+    Packets have the dtype of ``grads``; with ``wide`` they are delivered as float64 (a
+    decoder then keeps float64 state). Drain rounds (jobs beyond ``grads``) compute zero
+    partials, as the runtime does.
     """
     jobs, length = grads.shape[0], grads.shape[2]
     encoders = [scheme.encoder(w) for w in range(scheme.n)]
     decoder = scheme.decoder(length)
     sent: dict[tuple[int, int], np.ndarray] = {}
     run = StreamRun()
-    zero = np.zeros(length)
+    zero = np.zeros(length, dtype=grads.dtype)
+
+    def deliver(r: int, w: int) -> None:
+        decoder.receive(r, w, sent[r, w].astype(np.float64) if wide else sent[r, w])
 
     def take(job: int, r: int) -> None:
         got = decoder.decode(job)
-        truth = grads[job].sum(axis=0)
+        truth = grads[job].sum(axis=0, dtype=np.float64)
         run.errors.append(float(np.linalg.norm(got - truth) / np.linalg.norm(truth)))
         run.decoded_at[job] = r
 
@@ -51,7 +58,7 @@ def run_stream(scheme: Scheme, erased: np.ndarray, grads: np.ndarray) -> StreamR
             mine = {t: (grads[t.job, t.part] if t.job < jobs else zero) for t in plan[w]}
             sent[r, w] = encoders[w].encode(r, mine)
         for w in np.flatnonzero(~erased[r]).tolist():
-            decoder.receive(r, w, sent[r, w])
+            deliver(r, w)
         for job in decoder.decodable():
             if job < jobs:
                 take(job, r)
@@ -59,7 +66,7 @@ def run_stream(scheme: Scheme, erased: np.ndarray, grads: np.ndarray) -> StreamR
         if 0 <= due < jobs and due not in run.decoded_at:
             count = 0
             for pr, w in decoder.wanted(due):
-                decoder.receive(pr, w, sent[pr, w])
+                deliver(pr, w)
                 count += 1
                 if due in decoder.decodable():
                     break
