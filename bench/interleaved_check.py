@@ -106,6 +106,7 @@ def main() -> None:
     print(f"# {machine()}")
     print(f"# python -m gclab <arm> {' '.join(overrides)}")
     out = args.out or Path(tempfile.mkdtemp(prefix="interleaved-check-"))
+    out.mkdir(parents=True, exist_ok=True)
     weights = {}
     print("| arm | wall s | CPU s (whole tree) | load average after |")
     print("|---|---|---|---|", flush=True)
