@@ -81,7 +81,7 @@ class RoundTasks:
         self.done: dict[Hashable, Computed] = {}
         self.loaded: Hashable | None = None  # what the model holds: (owner, job)
         self.load_seconds: dict[Hashable, float] = {}  # (owner, job) -> its last load's time
-        #: distinct tasks computed and weight loads done in this round (for tests and benches)
+        #: distinct tasks computed and weight loads done in this round (what sharing saves)
         self.computed = 0
         self.loads = 0
 

@@ -119,8 +119,6 @@ class WorkerHost:
         self.flat = FlatModel(instantiate(spec.model).to(device))
         self.hold(spec.scheme, shards)
         self.stopwatch = Stopwatch(spec.compute_time)
-        #: distinct tasks computed and weight loads done in the last round (tests, benches)
-        self.computed = self.loads = 0
         self._warm_up(next(iter(self.batches.shards)))
 
     def hold(self, scheme: Scheme, shards: Mapping[int, Shard]) -> None:
@@ -194,7 +192,6 @@ class WorkerHost:
             if charged.model is not None:
                 models[i] = charged.model
                 buffers[i] = self.flat.buffer_vector().cpu().numpy()
-        self.computed, self.loads = tasks.computed, tasks.loads
         return HostReport(round, workers, packets, seconds, loss_sum, samples, buffers, models)
 
     def ready(self) -> int:
