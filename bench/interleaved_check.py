@@ -87,6 +87,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="64 workers, synthetic, batch 1024")
     parser.add_argument("--out", type=Path, default=None, help="run directories (default: temp)")
+    parser.add_argument(
+        "--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
+        help="the arms to run now; the weights are compared once --out holds both",
+    )  # fmt: skip
     args = parser.parse_args()
     if not TRACE.is_file():
         raise SystemExit(f"the Tokyo trace is not at {TRACE}")
@@ -107,14 +111,15 @@ def main() -> None:
     print(f"# python -m gclab <arm> {' '.join(overrides)}")
     out = args.out or Path(tempfile.mkdtemp(prefix="interleaved-check-"))
     out.mkdir(parents=True, exist_ok=True)
-    weights = {}
     print("| arm | wall s | CPU s (whole tree) | load average after |")
     print("|---|---|---|---|", flush=True)
-    for name in ARMS:
+    for name in args.arms:
         wall, cpu = run_arm(name, overrides, out / name)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
         print(f"| {name} | {wall:.0f} | {cpu:.0f} | {load} |", flush=True)
-        weights[name] = load_checkpoint(out / name / "checkpoint.pt")["models"]
+    if not all((out / name / "checkpoint.pt").is_file() for name in ARMS):
+        return
+    weights = {name: load_checkpoint(out / name / "checkpoint.pt")["models"] for name in ARMS}
     print("\n| model | ‖a − b‖ / ‖b‖ | worst tensor max abs diff / max abs |")
     print("|---|---|---|")
     for i, (a, b) in enumerate(zip(weights["sr_sgc"], weights["uncoded"])):
