@@ -1,18 +1,20 @@
 """The SGC papers' ranking with a communication term: 256 packets a round on one server link.
 
-    python bench/sgc_server_link.py             # 480 jobs per run
+    python bench/sgc_server_link.py             # 496 jobs per run, the papers' rule
     python bench/sgc_server_link.py --quick     # 48 jobs
+    python bench/sgc_server_link.py --recovery wait_all decodable
 
 The papers' simulator (mamaj/Sequential-Gradient-Coding-2) has no communication term: a
 round lasts the recorded Lambda durations (rescaled by load), whatever the workers
-send. Here the same four settings (uncoded; GC s = 15, ``classic_cr``; SR-SGC
+send. Here their four settings (uncoded; GC s = 15, ``classic_cr``; SR-SGC
 (B, W, λ) = (2, 3, 23); M-SGC (1, 2, 27), whose packets carry T + 1 = 2 gradient-sized
-slots) run on the shared Lambda traces (load 0, the papers' slope 2.2 s per unit load,
-μ = 1, replayed with wrap-around) with every round's packets crossing one server ingress
-shared fairly by the packets in flight (``network.server_bandwidth``: unlimited, 10 Gb/s,
-1 Gb/s), at the payloads of the small CNN and of ResNet-18 (CIFAR variant), under the
-papers' rule (``network.recovery=wait_all``) and gclab's (``decodable``). Each cell is
-the total time and its ratio to GC's; the last column ranks the schemes.
+slots) run as ``bench/sgc_traces.py`` evaluates (table 3): on each region's four
+evaluation traces (recorded at load 0.25–1, rescaled from their own load by the slope
+fitted over the region's five traces), μ = 1, wrap-around replay, with every round's
+packets crossing one server ingress shared fairly by the packets in flight
+(``network.server_bandwidth``: unlimited, 10 Gb/s, 1 Gb/s), at the payloads of the
+small CNN and of ResNet-18 (CIFAR variant). Each cell is the mean total time over the
+four traces and its ratio to GC's; the last column ranks the schemes.
 Skipped when ``../shared/traces`` is absent.
 """
 
@@ -20,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 
-from gclab import CONF_DIR
+import numpy as np
+from sgc_traces import LOADS, MODES, REGIONS, N, fitted_slope, trace_path
+
 from gclab.coding.classic import ClassicCR
 from gclab.coding.m_sgc import MSGC
 from gclab.coding.sr_sgc import SRSGC
@@ -29,10 +33,6 @@ from gclab.network import NetworkConfig
 from gclab.network.trace import Trace
 from gclab.sim.engine import PAYLOAD_BYTES, simulate
 
-TRACES = CONF_DIR.parents[2] / "shared/traces"
-REGIONS = {"tokyo": "lambda-tokyo-cnn-w256-r10-load000.npz",
-           "sydney": "lambda-sydney-cnn-w256-r20-load000.npz"}  # fmt: skip
-N = 256
 SCHEMES = {
     "uncoded": Uncoded(N),
     "GC s=15": ClassicCR(N, 15),
@@ -46,33 +46,38 @@ SERVERS = {"unlimited": None, "10 Gb/s": 1.25e9, "1 Gb/s": 1.25e8}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=480)
+    parser.add_argument("--jobs", type=int, default=496)
     parser.add_argument("--quick", action="store_true", help="48 jobs")
+    parser.add_argument("--recovery", nargs="+", choices=MODES, default=["wait_all"])
     args = parser.parse_args()
     jobs = 48 if args.quick else args.jobs
-    if not all((TRACES / f).is_file() for f in REGIONS.values()):
-        print(f"skipped: no traces in {TRACES}")
+    if not all(trace_path(r, load).is_file() for r in REGIONS for load in LOADS):
+        print("skipped: the shared traces are missing")
         return
-    print(f"n={N}, {jobs} jobs, load-0 traces, slope 2.2, mu=1; total seconds (ratio to GC)\n")
+    print(f"n={N}, {jobs} jobs, mu=1; mean total seconds over the four traces (ratio to GC)\n")
     names = list(SCHEMES)
-    print("| trace | recovery | payload | server link | " + " | ".join(names) + " | ranking |")
+    print("| region | recovery | payload | server link | " + " | ".join(names) + " | ranking |")
     print("|---" * (len(names) + 5) + "|")
-    for region, file in REGIONS.items():
-        delay = Trace(str(TRACES / file), slope=2.2, base_load=0.0)
-        for recovery in ("wait_all", "decodable"):
+    for region in REGIONS:
+        slope = fitted_slope(region)
+        delays = [Trace(str(trace_path(region, load)), slope) for load in LOADS[1:]]
+        for recovery in args.recovery:
             for payload_name, payload in PAYLOADS.items():
                 for server_name, server in SERVERS.items():
                     network = NetworkConfig(mu=1.0, recovery=recovery, server_bandwidth=server)
                     total = {
-                        name: simulate(scheme, delay, network, jobs, 0, 0.0, payload).total_time
+                        name: float(np.mean([
+                            simulate(scheme, delay, network, jobs, 0, 0.0, payload).total_time
+                            for delay in delays
+                        ]))
                         for name, scheme in SCHEMES.items()
-                    }
+                    }  # fmt: skip
                     gc = total["GC s=15"]
-                    cells = [f"{total[x]:.1f} ({total[x] / gc:.2f})" for x in names]
+                    cells = [f"{total[x]:.0f} ({total[x] / gc:.2f})" for x in names]
                     ranking = " < ".join(sorted(names, key=total.get))
                     print(
-                        f"| {region} | {recovery} | {payload_name} | {server_name} | "
-                        + " | ".join(cells) + f" | {ranking} |",
+                        f"| {region} (slope {slope:.3f}) | {recovery} | {payload_name} | "
+                        f"{server_name} | " + " | ".join(cells) + f" | {ranking} |",
                         flush=True,
                     )  # fmt: skip
 
