@@ -51,7 +51,8 @@ class Charged:
 
 
 class RoundTasks:
-    """Computes the tasks ``plans`` names for round's logical workers, each distinct one once.
+    """Computes the tasks ``plans`` names for an actor's logical workers in one round,
+    each distinct one once.
 
     ``weights[t]`` is the state job t is computed on (every trained model's, concatenated);
     job t trains model ``t mod models``. Tasks of jobs ``>= num_jobs`` (the drain rounds of
