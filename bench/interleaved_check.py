@@ -52,7 +52,8 @@ class TreeCPU:
         while not self._stop.wait(self.interval):
             table = _process_table()
             for p in descendants(self.pid, table):
-                self.seen[p] = max(self.seen.get(p, 0.0), table[p][1])
+                if p in table:  # the process itself may have ended since the listing
+                    self.seen[p] = max(self.seen.get(p, 0.0), table[p][1])
 
     def stop(self) -> float:
         self._stop.set()
@@ -91,6 +92,11 @@ def main() -> None:
         "--arms", nargs="+", choices=list(ARMS), default=list(ARMS),
         help="the arms to run now; the weights are compared once --out holds both",
     )  # fmt: skip
+    parser.add_argument(
+        "--timeout", type=float, default=600.0,
+        help="cluster.timeout: how long the actors may take to start and a round to run "
+        "(gclab's 120 s is too short for 256 workers on a loaded 2-core machine)",
+    )  # fmt: skip
     args = parser.parse_args()
     if not TRACE.is_file():
         raise SystemExit(f"the Tokyo trace is not at {TRACE}")
@@ -105,7 +111,7 @@ def main() -> None:
     overrides = [
         *data, f"cluster.workers={workers}", f"train.batch_size={batch}", "train.rounds=12",
         "train.pipeline=interleaved", "train.models=3", "logger=none", "delay=trace",
-        f"delay.path={TRACE}", "network.policy=deadline",
+        f"delay.path={TRACE}", "network.policy=deadline", f"cluster.timeout={args.timeout:g}",
     ]  # fmt: skip
     print(f"# {machine()}")
     print(f"# python -m gclab <arm> {' '.join(overrides)}")
