@@ -16,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 import gclab.app
 from gclab import CONF_DIR
+from gclab.ml.reference import train_single_process
+from gclab.runtime.server import TrainingPlan
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 CACHE = Path.home() / ".cache" / "gclab" / "shared-cifar10"
@@ -190,12 +194,23 @@ def tree_cpu_seconds() -> float:
 
 @dataclass
 class MemoryPeak:
-    """Peaks over a run, in GiB, of the summed RSS and PSS of this process tree."""
+    """Peaks over a run, in GiB, of the summed RSS and PSS of this process tree, and of
+    the summed RSS of this process (the driver) and gclab's worker actors alone."""
 
     rss_gib: float = 0.0
     pss_gib: float = 0.0
     processes: int = 0
     samples: int = 0
+    workers_rss_gib: float = 0.0
+
+
+def _is_worker_actor(pid: int) -> bool:
+    """Whether ``pid`` is a gclab worker actor (Ray titles it ``ray::RayWorkerHost...``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().startswith(b"ray::RayWorkerHost")
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
 
 
 class MemorySampler:
@@ -217,11 +232,13 @@ class MemorySampler:
         pids = descendants(os.getpid())
         sizes = [_memory_kib(p) for p in pids]
         rss, pss = (sum(s[i] for s in sizes) / 2**20 for i in (0, 1))
+        workers = sum(s[0] for p, s in zip(pids, sizes) if p == os.getpid() or _is_worker_actor(p))
         peak = self.peak
         peak.samples += 1
         if rss > peak.rss_gib:
             peak.rss_gib, peak.processes = rss, len(pids)
         peak.pss_gib = max(peak.pss_gib, pss)
+        peak.workers_rss_gib = max(peak.workers_rss_gib, workers / 2**20)
 
     def _run(self) -> None:
         timeout = None if math.isinf(self.interval) else self.interval
@@ -276,6 +293,21 @@ def measured_run(cfg: DictConfig, memory: bool = True) -> Measured:
         summary, rounds, clock.steps, clock.seconds_per_step(), clock.cpu_seconds_per_step(),
         clock.times[0] - start, sampler.peak,
     )  # fmt: skip
+
+
+def plain_run(plan: TrainingPlan, clock: StepClock, device: str = "cpu") -> torch.nn.Module:
+    """Plain single-process SGD (:func:`gclab.ml.reference.train_single_process`) on the
+    global batches of ``plan``, from the same initial weights, its steps timed by ``clock``
+    (reset first); returns the trained model."""
+    clock.reset()
+    torch.manual_seed(plan.seed)
+    model = instantiate(plan.model_cfg)
+    with clock.installed():
+        train_single_process(
+            model, plan.data, plan.scheme.k, plan.batch_size, plan.num_jobs, plan.seed,
+            plan.augment, plan.build_optimizer, device=device,
+        )  # fmt: skip
+    return model
 
 
 def machine() -> str:

@@ -22,11 +22,16 @@ import argparse
 import sys
 
 import torch
-from common import StepClock, compose_config, data_overrides, machine, measured_run
-from hydra.utils import instantiate
+from common import (
+    StepClock,
+    compose_config,
+    data_overrides,
+    machine,
+    measured_run,
+    plain_run,
+)
 
 from gclab.app import build
-from gclab.ml.reference import train_single_process
 from gclab.runtime.server import TrainingPlan
 
 
@@ -42,12 +47,7 @@ class SyncedStepClock(StepClock):
 def plain_rate(plan: TrainingPlan, device: str, batch: int) -> float:
     """Samples/s of single-process SGD on ``device`` over ``plan``'s global batches."""
     clock = SyncedStepClock()
-    torch.manual_seed(plan.seed)
-    with clock.installed():
-        train_single_process(
-            instantiate(plan.model_cfg), plan.data, plan.scheme.k, plan.batch_size,
-            plan.num_jobs, plan.seed, plan.augment, plan.build_optimizer, device=device,
-        )  # fmt: skip
+    plain_run(plan, clock, device)
     return batch / clock.seconds_per_step()
 
 

@@ -41,14 +41,20 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from common import StepClock, compose_config, data_overrides, machine, measured_run
+from common import (
+    StepClock,
+    compose_config,
+    data_overrides,
+    machine,
+    measured_run,
+    plain_run,
+)
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from gclab.app import build
 from gclab.ml.batches import Normalizer
 from gclab.ml.gradients import evaluate
-from gclab.ml.reference import train_single_process
 from gclab.runtime.server import TrainingPlan
 
 
@@ -71,15 +77,8 @@ class Result:
 def plain_loop(plan: TrainingPlan, threads: int, clock: StepClock) -> Result:
     """Single-process SGD on the same batches, with ``threads`` torch threads."""
     torch.set_num_threads(threads)
-    torch.manual_seed(plan.seed)
-    model = instantiate(plan.model_cfg)
-    clock.reset()
     start = time.perf_counter()
-    with clock.installed():
-        train_single_process(
-            model, plan.data, plan.scheme.k, plan.batch_size, plan.num_jobs, plan.seed,
-            plan.augment, plan.build_optimizer,
-        )  # fmt: skip
+    model = plain_run(plan, clock)
     acc, _ = evaluate(
         model, plan.data.test_x, plan.data.test_y, Normalizer(*plan.data.channel_stats())
     )

@@ -56,6 +56,13 @@ def trace_path(region: str, load: int) -> Path:
     return TRACES / f"lambda-{region}-cnn-w{N}-r{REGIONS[region]}-load{load:03d}.npz"
 
 
+def fitted_slope(region: str) -> float:
+    """Seconds per unit load: least squares of the mean duration against the recorded
+    load over the region's five traces."""
+    points = [load_trace(trace_path(region, load)) for load in LOADS]
+    return float(np.polyfit([r for _, r in points], [d.mean() for d, _ in points], 1)[0])
+
+
 def network(recovery: str) -> NetworkConfig:
     return NetworkConfig(policy="deadline", mu=1.0, recovery=recovery)
 
@@ -148,8 +155,7 @@ def probe_and_evaluate(regions: list[str], probe_jobs: int, jobs: int, seed: int
     """Table 3: choose on a probe of the load-0 trace, run on the other four."""
     print(f"\n3. probe ({probe_jobs} jobs, load 0) then evaluate ({jobs} jobs, loads 25-100)")
     for region in regions:
-        points = [load_trace(trace_path(region, load)) for load in LOADS]
-        slope = float(np.polyfit([r for _, r in points], [d.mean() for d, _ in points], 1)[0])
+        slope = fitted_slope(region)
         probe = Trace(str(trace_path(region, 0)), slope, base_load=0.0)
         print(f"\n{region}: slope {slope:.4f} s per unit load\n")
         print("| scheme | recovery | best params | load | probe (s) | total (s) | waits |")

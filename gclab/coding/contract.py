@@ -153,7 +153,11 @@ class Encoder(ABC):
 
     @abstractmethod
     def encode(self, round: int, partials: Mapping[Task, np.ndarray]) -> np.ndarray:
-        """Turn this round's partial gradients (one per planned task) into one packet."""
+        """Turn this round's partial gradients (one per planned task) into one packet.
+
+        The partials are read-only: workers that share an actor get the same array for a
+        task they both plan (:mod:`gclab.runtime.tasks`).
+        """
 
     def state_dict(self) -> dict[str, Any]:
         """What the encoder carries from round to round, as numpy arrays and plain values.

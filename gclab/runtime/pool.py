@@ -29,7 +29,6 @@ them on a loaded machine), as does an actor Ray restarts.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -219,7 +218,7 @@ class WorkerPool:
             self._await_restarts()
             try:
                 call = self.hosts[i].run_round.remote(r, weights, {w: tasks[w]}, retry=True)
-                report = ray.get(call, timeout=max(0.1, deadline - time.monotonic()))[w]
+                report = ray.get(call, timeout=max(0.1, deadline - time.monotonic()))
                 break
             except (*ACTOR_ERRORS, GetTimeoutError) as exc:
                 if isinstance(exc, GetTimeoutError) or time.monotonic() >= deadline:
@@ -228,9 +227,9 @@ class WorkerPool:
                         f"{self.startup:g} s ({type(exc).__name__})."
                     ) from exc
                 self.restarting.add(i)  # still restarting: wait for it and call again
-        if not _finite(report.packet):
+        if not report.finite()[0]:
             raise RecoveryError(f"round {r}: worker {w} sent non-finite values again.")
-        return report.packet
+        return report.packets[0]
 
     def switch(self, scheme: Scheme) -> None:
         """Every actor takes ``scheme``'s shards and fresh encoders (between rounds)."""
@@ -372,15 +371,15 @@ class PendingRound:
             log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
             pool._failed_host(i, r)
             return self._answered([i])
-        self.reports.update(got)
-        for w, rep in got.items():
-            if not _finite(rep.packet):
-                log.warning("round %d: worker %d sent non-finite values; erasing it", r, w)
-                pool.nonfinite += 1
-                self.failed[w] = True
-                if pool.T:  # its encoder state is poisoned too: start it afresh
-                    ray.kill(pool.hosts[i], no_restart=False)
-                    pool._failed_host(i, r)
+        self.reports.update(got.reports())
+        nonfinite = [w for w, finite in zip(got.workers, got.finite()) if not finite]
+        for w in nonfinite:
+            log.warning("round %d: worker %d sent non-finite values; erasing it", r, w)
+            pool.nonfinite += 1
+            self.failed[w] = True
+        if nonfinite and pool.T:  # their encoder states are poisoned too: start them afresh
+            ray.kill(pool.hosts[i], no_restart=False)
+            pool._failed_host(i, r)
         return self._answered([i])
 
     def _answered(self, hosts: list[int]) -> list[int]:
@@ -403,8 +402,3 @@ def _ask(hosts: list, method: str) -> list[str]:
         except (RayActorError, ActorUnavailableError):
             continue
     return answers
-
-
-def _finite(packet: np.ndarray) -> bool:
-    """One float64-accumulated pass: NaN or Inf anywhere makes the sum non-finite."""
-    return math.isfinite(float(packet.sum(dtype=np.float64)))

@@ -9,12 +9,12 @@ measures the machine's oversubscription, and packing would change the result. Th
   runs the forward pass, the backward pass (the autograd engine works on the calling
   thread for CPU tensors) and the encoding all on that thread, so its CPU time is the
   worker's whole compute, and time spent waiting for a core is not counted.
-* ``cuda`` (the default on a GPU): the GPU time from the worker's first to its last
-  queued kernel, gradients copied to the host included (CUDA events on the current
-  stream), plus the thread's CPU time for encoding the packet on the host afterwards.
-  Logical workers of one actor run one after another on its GPU, so each one's events
-  time only its own kernels; actors sharing one GPU interleave their kernels and each
-  sees the others' in its span, which is why the default packs one actor per GPU.
+* ``cuda`` (the default on a GPU): the GPU time of each weight load and task, its
+  gradient's copy to the host included (CUDA events on the current stream around it),
+  plus the thread's CPU time for encoding the packet on the host afterwards. The tasks
+  of an actor's logical workers run one after another on its GPU, so each span times
+  only its own kernels; actors sharing one GPU interleave their kernels and each sees
+  the others' in its span, which is why the default packs one actor per GPU.
 * ``wall`` (``time.perf_counter``): elapsed time. The only faithful choice for a
   worker with several torch threads (``cluster.threads_per_actor > 1``): process CPU
   time would add every thread's time, spin-waiting included, and dividing it by the
@@ -104,7 +104,8 @@ def _cpu_model() -> str:
 
 
 class Stopwatch:
-    """Times one logical worker's round: :meth:`start`, :meth:`host_part`, :meth:`stop`.
+    """Times one piece of a logical worker's round (a weight load, a task, an encoding):
+    :meth:`start`, :meth:`host_part`, :meth:`stop`.
 
     ``host_part`` marks the end of the work queued on the device (a no-op on the CPU):
     for ``cuda`` it waits for the device and starts counting host CPU time.

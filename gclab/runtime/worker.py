@@ -2,9 +2,10 @@
 
 An actor holds only the data shards its logical workers' placement names (fetched
 once from the object store), keeps one encoder per logical worker, and per round
-returns one packet per logical worker with that worker's own compute time, measured
-so that neither the packing nor the machine's load changes it
-(:mod:`gclab.runtime.timing`).
+answers with one :class:`HostReport`: a packet per logical worker, with that worker's
+own compute time, measured so that neither the packing nor the machine's load changes
+it (:mod:`gclab.runtime.timing`). A task several of its workers plan is computed once
+(:mod:`gclab.runtime.tasks`).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from hydra.utils import instantiate
 
 from gclab.coding.contract import Part, Scheme, Task
 from gclab.ml.batches import BatchPlan, Normalizer
-from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient, to_host
+from gclab.ml.gradients import BatchMaker, FlatModel, loss_and_gradient
 from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
+from gclab.runtime.tasks import RoundTasks
 from gclab.runtime.timing import ComputeTime, Stopwatch, processor
 
 
@@ -59,6 +61,43 @@ class WorkerReport:
     model: int | None  # which model those buffers belong to
 
 
+@dataclass
+class HostReport:
+    """One actor's results for one round: row i of each array is logical worker
+    ``workers[i]``'s.
+
+    An actor sends this one object per round, whatever the number of workers it hosts:
+    the packets travel as one array (one buffer through Ray's object store, read
+    zero-copy by the driver), not as one object per worker.
+    """
+
+    round: int
+    workers: list[int]
+    packets: np.ndarray  # [workers, packet length]
+    seconds: np.ndarray  # each worker's compute time
+    loss_sum: np.ndarray
+    samples: np.ndarray
+    buffers: np.ndarray  # [workers, float buffers] after each worker's tasks
+    models: np.ndarray  # the model of each worker's buffers; -1: it ran no task
+
+    def finite(self) -> np.ndarray:
+        """Whether each packet is finite: one float64-accumulated pass per row, in which
+        NaN or Inf anywhere makes the row's sum non-finite."""
+        return np.isfinite(self.packets.sum(axis=1, dtype=np.float64))
+
+    def reports(self) -> dict[int, WorkerReport]:
+        """The same results per logical worker (the packets are views of the rows)."""
+        reports = {}
+        for i, w in enumerate(self.workers):
+            ran = self.models[i] >= 0
+            reports[w] = WorkerReport(
+                self.round, self.packets[i], float(self.seconds[i]), float(self.loss_sum[i]),
+                int(self.samples[i]), self.buffers[i] if ran else None,
+                int(self.models[i]) if ran else None,
+            )  # fmt: skip
+        return reports
+
+
 #: One data shard: its images and labels.
 Shard = tuple[torch.Tensor, torch.Tensor]
 
@@ -79,7 +118,6 @@ class WorkerHost:
         device = torch.device(spec.device)  # cuda: the GPU Ray gave this actor
         self.flat = FlatModel(instantiate(spec.model).to(device))
         self.hold(spec.scheme, shards)
-        self.zero = np.zeros(self.flat.num_params, dtype=np.float32)
         self.stopwatch = Stopwatch(spec.compute_time)
         self._warm_up(next(iter(self.batches.shards)))
 
@@ -113,52 +151,48 @@ class WorkerHost:
         weights: Mapping[int, np.ndarray],
         plans: Mapping[int, tuple[Task, ...]],
         retry: bool = False,
-    ) -> dict[int, WorkerReport]:
+    ) -> HostReport:
         """Compute and encode the tasks of ``round`` for the hosted workers ``plans`` names.
 
         ``weights[t]`` is the state broadcast in round t: every task of job t is computed
         on it, also in a later round (SR-SGC's redone tasks, M-SGC's later slots), as
-        the job's own weights. ``retry`` marks a recomputation the server asked for
-        during recovery: injected faults (``faults=...``) only hit first attempts.
+        the job's own weights. A task several hosted workers plan is computed once and
+        charged to each (:class:`gclab.runtime.tasks.RoundTasks`); each worker encodes
+        its own packet, timed as its own. ``retry`` marks a recomputation the server
+        asked for during recovery: injected faults (``faults=...``) only hit first
+        attempts.
         """
-        reports = {}
-        parts = self.spec.scheme.parts
-        for w in plans:
-            fault = None if retry else self.spec.faults.at(round, w)
+        spec = self.spec
+        tasks = RoundTasks(
+            self.flat, self.batches, spec.scheme.parts, self.stopwatch, weights, plans,
+            spec.models, spec.num_jobs, spec.bf16,
+        )  # fmt: skip
+        workers = list(plans)
+        m = len(workers)
+        seconds, loss_sum = np.zeros(m), np.zeros(m)
+        samples, models = np.zeros(m, dtype=np.int64), np.full(m, -1, dtype=np.int64)
+        buffers = np.zeros((m, self.flat.num_buffers), dtype=np.float32)
+        packets = None
+        for i, w in enumerate(workers):
+            fault = None if retry else spec.faults.at(round, w)
             if fault is not None and fault.kind == "crash":
                 os._exit(1)  # the process dies mid-call, as a machine failure would
             if fault is not None and fault.kind == "stall":
                 time.sleep(fault.seconds)
+            charged = tasks.take(w, plans[w])
             self.stopwatch.start()
-            loaded = None  # each logical worker starts from the broadcast weights
-            partials, loss_sum, samples = {}, 0.0, 0
-            for task in plans[w]:
-                if task.job >= self.spec.num_jobs:  # drain rounds of pipelined schemes
-                    partials[task] = self.zero
-                    continue
-                state = weights[task.job]  # one state vector per trained model, concatenated
-                model = task.job % self.spec.models  # interleaved: job t trains model t mod (T+1)
-                if loaded is None or loaded[0] is not state or loaded[1] != model:
-                    self.flat.load_state_vector(state.reshape(self.spec.models, -1)[model])
-                    loaded = (state, model)
-                x, y = self.batches(task.job, parts[task.part])
-                loss, grad = loss_and_gradient(self.flat, x, y, self.spec.bf16)
-                partials[task] = to_host(grad)  # on a GPU: a copy to pinned memory, queued
-                loss_sum, samples = loss_sum + loss, samples + len(y)
+            packet = self.encoders[w].encode(round, charged.partials)
             self.stopwatch.host_part()
-            if self.spec.device == "cuda":
-                torch.cuda.current_stream().synchronize()  # the copies have landed
-            partials = {t: np.asarray(g) for t, g in partials.items()}
-            packet = self.encoders[w].encode(round, partials)
-            if fault is not None and fault.kind == "nan":
-                packet = np.full_like(packet, np.nan)
-            seconds = self.stopwatch.stop()
-            buffers = self.flat.buffer_vector().cpu().numpy() if loaded is not None else None
-            reports[w] = WorkerReport(
-                round, packet, seconds, float(loss_sum), samples, buffers,
-                None if loaded is None else loaded[1],
-            )  # fmt: skip
-        return reports
+            seconds[i] = charged.seconds + self.stopwatch.stop()
+            tasks.release(w, plans[w])
+            if packets is None:  # every packet of a scheme has one length
+                packets = np.empty((m, packet.size), dtype=packet.dtype)
+            packets[i] = np.nan if fault is not None and fault.kind == "nan" else packet
+            loss_sum[i], samples[i] = charged.loss_sum, charged.samples
+            if charged.model is not None:
+                models[i] = charged.model
+                buffers[i] = self.flat.buffer_vector().cpu().numpy()
+        return HostReport(round, workers, packets, seconds, loss_sum, samples, buffers, models)
 
     def ready(self) -> int:
         """The actor's process id, once ``__init__`` is done (restarts change it)."""
@@ -188,7 +222,7 @@ class RayWorkerHost(WorkerHost):
         weights: Mapping[int, ray.ObjectRef],
         plans: Mapping[int, tuple[Task, ...]],
         retry: bool = False,
-    ) -> dict[int, WorkerReport]:
+    ) -> HostReport:
         """:meth:`WorkerHost.run_round`, each distinct broadcast fetched once from the
         object store."""
         refs = list(set(weights.values()))

@@ -83,7 +83,7 @@ class InProcessRound:
         i = self.todo.pop(0)
         group = self.pool.groups[i]
         plans = {w: self.tasks[w] for w in group}
-        self.reports.update(self.pool.hosts[i].run_round(self.r, self.weights, plans))
+        self.reports.update(self.pool.hosts[i].run_round(self.r, self.weights, plans).reports())
         return group
 
     def seconds(self, workers: np.ndarray) -> np.ndarray:

@@ -33,11 +33,15 @@ def test_uncoded_on_four_workers_equals_single_process_sgd(tmp_path, extra):
     assert moved > 1e-3  # the comparison is not between two untrained models
 
 
-def test_hosts_with_several_logical_workers_change_nothing(tmp_path):
-    base = [*TINY, "cluster.workers=4", "train.rounds=3"]
-    one_each = trained_weights(compose_config(base), tmp_path / "a", in_process)
+@pytest.mark.parametrize("scheme", [["scheme=uncoded"], ["scheme=classic_cr", "scheme.s=2"]])
+def test_hosts_with_several_logical_workers_change_nothing(tmp_path, scheme):
+    """One host computes a partition that several of its workers hold once (classic_cr)."""
+    base = [*TINY, *scheme, "cluster.workers=4", "train.rounds=3"]
+    one_each = trained_weights(
+        compose_config([*base, "cluster.actors=4"]), tmp_path / "a", in_process
+    )
     packed = trained_weights(
-        compose_config([*base, "cluster.actors=2"]), tmp_path / "b", in_process
+        compose_config([*base, "cluster.actors=1"]), tmp_path / "b", in_process
     )
     for key in one_each:
         assert np.array_equal(one_each[key].numpy(), packed[key].numpy())

@@ -53,11 +53,22 @@ def test_on_ray_interleaved_pipelined_cr_equals_independent_sgd_runs(ray_session
     check_interleaved(tmp_path, *INTERLEAVED[0], None)
 
 
-def check_interleaved(tmp_path, scheme, pattern, start_pool) -> None:
-    trace = pattern(tmp_path / "trace.npz", 4, 12)
+@pytest.mark.slow
+def test_on_ray_64_workers_in_two_actors_interleaved_sr_sgc_equals_independent_sgd_runs(
+    ray_session, tmp_path
+):
+    """At scale each actor hosts 32 workers, which share most of their 4 tasks each."""
+    scheme = ["scheme=sr_sgc", "scheme.B=2", "scheme.W=3", "scheme.lam=6"]  # s = 3, T = 2
+    extra = ["train.batch_size=128", "cluster.actors=2", "cluster.worker_cpus=0"]
+    check_interleaved(tmp_path, scheme, rotating_straggler_trace, None, n=64, extra=extra)
+
+
+def check_interleaved(tmp_path, scheme, pattern, start_pool, n=4, extra=()) -> None:
+    trace = pattern(tmp_path / "trace.npz", n, 12)
     cfg = compose_config(
-        [*TINY, *scheme, "cluster.workers=4", f"train.rounds={JOBS}",
-         "train.pipeline=interleaved", "delay=trace", f"delay.path={trace}", "delay.slope=0"]
+        [*TINY, *scheme, f"cluster.workers={n}", f"train.rounds={JOBS}",
+         "train.pipeline=interleaved", "delay=trace", f"delay.path={trace}", "delay.slope=0",
+         *extra]
     )  # fmt: skip
     want = interleaved_references(cfg)
     run(cfg, tmp_path / "run", start_pool=start_pool)
@@ -70,7 +81,7 @@ def check_interleaved(tmp_path, scheme, pattern, start_pool) -> None:
     slow = np.load(trace)["durations"][:, : len(rounds)] > 1
     assert [r["erasures"] for r in rounds] == slow.sum(axis=0).tolist()  # stragglers erased
     assert not any(r["waited"] for r in rounds)  # ... and tolerated: nobody waited
-    T = instantiate(cfg.scheme, n=4).T
+    T = instantiate(cfg.scheme, n=n).T
     assert all(0 <= d <= T for r in rounds for d in r["decode_delays"])
 
 
