@@ -136,9 +136,13 @@ VERIFY_UNCODED = "verify: [{run: uncoded, loss: lossy, seed: 0}]\n"
 
 
 def train_in_process(spec: StudySpec, overrides: list[str], run_dir: Path) -> None:
+    """Train a study unit in process into ``run_dir``, with the files Hydra would write."""
     cfg = compose_config(run_overrides(spec, overrides))
     (run_dir / ".hydra").mkdir(parents=True)
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")
+    OmegaConf.save(
+        OmegaConf.create(run_overrides(spec, overrides)), run_dir / ".hydra" / "overrides.yaml"
+    )
     run(cfg, run_dir, start_pool=in_process)
 
 
