@@ -28,6 +28,7 @@ import gclab.sim.config  # noqa: F401  (registers the simulator's schema, to com
 from gclab import CONF_DIR
 from gclab.report import SweepError, load_sweep, plots, write_report
 from gclab.report.__main__ import main as report_main
+from gclab.report.compare import holm, paired_p
 from gclab.report.groups import groups
 from gclab.report.runs import config_loss_rate, staleness
 from helpers.config import compose_config
@@ -495,6 +496,51 @@ def test_a_baseline_named_as_its_table_names_it_pairs_two_groups_of_one_series(
     assert (partial["baseline"], partial["pairs"]) == ("classic_fr", "3")
     assert float(partial["ratio"]) == pytest.approx(math.exp(logs.mean()))
     assert float(rows["classic_fr"]["ratio"]) == 1.0
+
+
+def test_models_in_turn_are_compared_with_the_baselines_scheme_in_turn(tmp_path: Path) -> None:
+    """classic_fr and uncoded, each on one model and on two models in turn: with
+    ``--baseline classic_fr`` one model's uncoded is paired with classic_fr, two models'
+    with classic_fr in turn (named beside the ratio), and both comparisons are one Holm
+    family."""
+    loss, turn = {"_target_": BERNOULLI, "p": 0.1}, ("train.pipeline=interleaved", "train.models=2")
+    for k in range(3):
+        study_run(tmp_path / "runs", "classic_fr", loss, k, [10 + k, 20 + k], [0.4, 0.6])
+        study_run(tmp_path / "runs", "uncoded", loss, k, [12 + k, 40 + k], [0.4, 0.6])
+        study_run(
+            tmp_path / "runs", "classic_fr", loss, k, [30 + k, 40 + k], [0.4, 0.6], extra=turn
+        )
+        study_run(tmp_path / "runs", "uncoded", loss, k, [10 + k, 20 + 2 * k], [0.4, 0.6],
+                  extra=turn)  # fmt: skip
+    out = tmp_path / "report"
+    write_report(load_sweep(tmp_path / "runs"), out, target=0.5, baseline="classic_fr")
+    rows = {r["series"]: r for r in read_csv(out / "time_to_target.csv")}
+    one, two = rows["uncoded"], rows["uncoded, pipeline=interleaved, models=2"]
+    assert one["baseline"] == "classic_fr"
+    assert two["baseline"] == "classic_fr, pipeline=interleaved, models=2"
+    assert float(one["ratio"]) == pytest.approx(
+        math.exp(np.log([20 / 40, 21 / 41, 22 / 42]).mean())
+    )
+    assert float(two["ratio"]) == pytest.approx(
+        math.exp(np.log([40 / 20, 41 / 22, 42 / 24]).mean())
+    )
+    assert float(rows["classic_fr, pipeline=interleaved, models=2"]["ratio"]) == 1.0
+    p_values = [paired_p(*pair) for pair in (
+        ({s: 20.0 + s for s in range(3)}, {s: 40.0 + s for s in range(3)}),
+        ({s: 40.0 + s for s in range(3)}, {s: 20.0 + 2 * s for s in range(3)}),
+    )]  # fmt: skip
+    adjusted = [a for a, _ in holm(p_values)]
+    assert [float(one["p_holm"]), float(two["p_holm"])] == pytest.approx(adjusted)
+    table = {r["scheme"]: r for r in markdown_rows(out / "time_to_target.md")}
+    ratio = "ratio vs classic_fr (95 % interval)"
+    assert table["uncoded, pipeline=interleaved, models=2"][ratio].endswith(
+        "3 pairs vs classic_fr, pipeline=interleaved, models=2"
+    )
+    assert table["uncoded"][ratio].endswith("3 pairs")
+    assert (
+        table["classic_fr, pipeline=interleaved, models=2"]["Holm-corrected interval"]
+        == "– (baseline)"
+    )
 
 
 def half_width(values: list[float]) -> float:

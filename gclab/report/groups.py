@@ -322,6 +322,23 @@ def _baseline_for(group: Group, bases: list[Group]) -> Group | None:
     return here[0] if len(here) == 1 else None
 
 
+def _scheme_of(group: Group) -> tuple[str, dict[str, Any]]:
+    """The scheme option and the ``scheme.*`` overrides of ``group``'s runs."""
+    run = group.runs[0]
+    return run.scheme, {k: v for k, v in run.overrides.items() if k.startswith("scheme.")}
+
+
+def _in_turn(bases: list[Group], all_groups: list[Group]) -> list[Group]:
+    """The groups that train the baseline's scheme (its option and ``scheme.*`` overrides)
+    on several models in turn: a workload of several models is compared with the
+    baseline's scheme on the same workload, never with one model."""
+    schemes = [_scheme_of(b) for b in bases]
+    return [
+        g for g in all_groups
+        if g.models > 1 and all(g is not b for b in bases) and _scheme_of(g) in schemes
+    ]  # fmt: skip
+
+
 def _setting(group: Group) -> tuple[str, float | None]:
     return group.delay, group.loss_rate
 
@@ -414,7 +431,8 @@ def target_rows(
     setting's horizon (``horizon`` if given, :func:`horizons`). With a ``baseline`` (a
     group's name, as the tables show it, else a series label), each group's paired ratio
     against the baseline group of its loss setting that trains as many models (where
-    several share it, the one whose other overrides agree with the group's), labelled by
+    several share it, the one whose other overrides agree with the group's; for several
+    models in turn, the baseline's scheme trained in turn, :func:`_in_turn`), labelled by
     its Holm-corrected interval over every comparison of the table but the A/A arm's;
     without a valid A/A control (when ``aa`` is declared) every label is ``invalid``."""
     ends = horizons(all_groups, target, horizon)
@@ -425,6 +443,7 @@ def target_rows(
     # a group's name first: 'classic_fr' beside 'classic_fr, network.recovery=partial'
     bases = [g for g in all_groups if g.name == baseline]
     bases = bases or [g for g in all_groups if g.label == baseline]
+    bases += _in_turn(bases, all_groups)
     controls = {aa.a, aa.b} - {baseline} if aa is not None else set()
     tests = []  # (group index, base name, base times, own times, is control)
     for i, group in enumerate(all_groups):

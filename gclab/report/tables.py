@@ -309,7 +309,7 @@ def target_table(rows: list[TargetRow], baseline: str | None) -> str:
             _plus_minus(_scaled(row.stale, 100), 1),
         ]
         if baseline is not None:
-            cells += _comparison_cells(row.comparison, row.group.name)
+            cells += _comparison_cells(row.comparison, row.group.name, baseline)
         body.append(cells)
     return _table(header, body)
 
@@ -321,15 +321,20 @@ def _short(row: TargetRow) -> str:
     return f" (follow-up < h: seed {', '.join(map(str, row.short))})"
 
 
-def _comparison_cells(versus: Comparison | None, name: str) -> list[str]:
-    """The ratio with its plain interval, the Holm-corrected interval and the label (the
-    baseline against itself and the A/A arm: the plain interval alone, outside the family)."""
+def _comparison_cells(
+    versus: Comparison | None, name: str, baseline: str | None = None
+) -> list[str]:
+    """The ratio with its plain interval (naming the group it compares with where that is
+    not ``baseline``), the Holm-corrected interval and the label (the baseline against
+    itself and the A/A arm: the plain interval alone, outside the family)."""
     if versus is None:
         return ["–"] * 3
     ratio = versus.ratio
     plural = "s" if ratio and ratio.count != 1 else ""
     shown = _plus_minus(ratio, 2, interval=True)
     plain = f"{shown}, {ratio.count} pair{plural}" if ratio else "–"
+    if baseline is not None and versus.reference != baseline and name != versus.reference:
+        plain += f" vs {versus.reference}"  # e.g. the baseline's scheme on models in turn
     if versus.control:
         role = "baseline" if name == versus.reference else "control"
         return [plain, f"– ({role})", versus.label]
@@ -382,6 +387,11 @@ def target_markdown(rows: list[TargetRow], target: float, baseline: str | None) 
             "distinguishable. An A/A arm is the control, outside the family: its plain 95 % "
             "interval must contain 1, else every label reads 'invalid (A/A)'."
         )
+        if any(r.comparison and r.group.models > 1 for r in rows):
+            text += (
+                f" Several models in turn are compared with {baseline}'s scheme trained in "
+                "turn on as many (named beside the ratio)."
+            )
     title = f"## Time to test accuracy {target:g}"
     return "\n".join([title, "", text, "", target_table(rows, baseline)])
 
