@@ -1,17 +1,20 @@
 """Shared fixtures (one Ray session per test process, tiny data), and how the suite shares
 the machine's cores.
 
-``-n auto`` (pyproject.toml's addopts) runs a whole lane on one pytest-xdist worker per
-core (:func:`pytest_xdist_auto_num_workers`). Tests that start Ray, in this process or in
-a subprocess they run, are marked ``ray`` (using the ``ray_session`` or ``two_nodes``
-fixture marks a test by itself): they run one after another in one worker, so that no two
-private Rays contend for two cores and the dashboard agent's port. Every test process
-keeps its Rays' session folders in a folder of its own (``RAY_TMPDIR``), so a test that
-starts Ray unmarked fails, naming the marker, and none joins another user's Ray.
+``-n auto`` (pyproject.toml's addopts) runs a lane, or the whole suite, on one
+pytest-xdist worker per core (:func:`pytest_xdist_auto_num_workers`). Every ``slow`` test
+joins one xdist group (``--dist loadgroup``), so the end-to-end tests run one after
+another in one worker as they did without xdist: no two private Rays contend for the
+cores and the dashboard agent's port, and no two subprocess runs race a timeout, while
+the fast tests share the other workers. A fast test must start no Ray: every test
+process keeps its Rays' session folders in a folder of its own (``RAY_TMPDIR``, which
+the subprocesses it starts inherit), and a test outside the slow lane that leaves a new
+session there fails, naming the marker.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -19,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from threadpoolctl import ThreadpoolController
 
 from helpers.config import SHARED
 
@@ -30,7 +34,7 @@ os.environ.setdefault("WANDB_SILENT", "true")
 RAY_TMPDIR = Path(tempfile.mkdtemp(prefix="gcray", dir="/tmp"))
 os.environ["RAY_TMPDIR"] = str(RAY_TMPDIR)
 
-#: Fixtures that start Ray: a test that uses one is marked ``ray``.
+#: Fixtures that start Ray: a test that uses one must be marked ``slow``.
 RAY_FIXTURES = {"ray_session", "two_nodes"}
 
 
@@ -48,18 +52,19 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the users of Ray fixtures ``ray`` and put every ``ray`` test in one xdist group;
-    a ``ray`` test outside the slow lane is refused (the fast lane starts no Ray)."""
-    fast = []
+    """Put every ``slow`` test in one xdist group; refuse a user of a Ray fixture that is
+    not ``slow`` (the fast lane starts no Ray)."""
+    fast_ray = []
     for item in items:
-        if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.ray)
-        if item.get_closest_marker("ray") is not None:
-            item.add_marker(pytest.mark.xdist_group("ray"))
-            if item.get_closest_marker("slow") is None:
-                fast.append(item.nodeid)
-    if fast:
-        raise pytest.UsageError(f"tests marked ray must be marked slow too: {', '.join(fast)}")
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.xdist_group("slow"))
+        elif RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            fast_ray.append(item.nodeid)
+    if fast_ray:
+        raise pytest.UsageError(
+            f"tests that use {' or '.join(sorted(RAY_FIXTURES))} must be marked slow: "
+            + ", ".join(fast_ray)
+        )
 
 
 def _ray_sessions() -> set[str]:
@@ -70,18 +75,41 @@ def _ray_sessions() -> set[str]:
 
 
 @pytest.fixture(autouse=True)
-def _ray_only_where_marked(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fail a test that started Ray without the ``ray`` marker (it would run beside
-    another Ray under xdist)."""
+def _ray_only_in_the_slow_lane(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test outside the slow lane that started Ray, itself or in a subprocess (under
+    xdist it would run beside the slow tests' Rays, and it makes the fast lane slow)."""
     before = _ray_sessions()
     yield
     started = _ray_sessions() - before
-    if started and request.node.get_closest_marker("ray") is None:
+    if started and request.node.get_closest_marker("slow") is None:
         pytest.fail(
             f"{request.node.nodeid} started Ray ({len(started)} session(s) in {RAY_TMPDIR}) "
-            "but is not marked @pytest.mark.ray: mark it, so that parallel runs start one "
-            "Ray at a time."
+            "but is not marked @pytest.mark.slow: mark it, so that the fast lane starts no "
+            "Ray and parallel runs start one Ray at a time."
         )
+
+
+#: xdist workers running at once (``PYTEST_XDIST_WORKER_COUNT``; 1 without xdist).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
+@functools.cache
+def _thread_pools() -> ThreadpoolController:
+    """The BLAS and OpenMP pools loaded by now (collection has imported numpy and torch)."""
+    return ThreadpoolController()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_per_worker(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Run a fast test with one BLAS and one OpenMP thread where xdist workers share the
+    cores: each pool starts a thread per core, and two workers' spinning threads on two
+    cores slowed BLAS-heavy tests by tens of times on the loaded machine. Slow tests keep
+    the pools as they are, as their subprocesses and Ray workers do."""
+    if WORKERS < 2 or request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    with _thread_pools().limit(limits=1):
+        yield
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
