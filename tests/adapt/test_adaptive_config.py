@@ -104,7 +104,9 @@ def test_the_simulator_command_records_switches(tmp_path: Path, recovery: str) -
     assert sum(int(line.rsplit(",", 1)[1]) for line in lines[1:]) == len(summary["switches"])
 
 
+@pytest.mark.slow
 def test_simulator_refuses_adapting_and_searching_together(tmp_path: Path) -> None:
+    """Through ``python -m gclab.sim``: the refusal comes from its task function."""
     proc = sim(tmp_path, f"hydra.run.dir={tmp_path}", "adapt=search", "sim.search=true")
     assert proc.returncode == 2
     assert "adapt=search cannot be combined with sim.search=true" in proc.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gclab.coding import sums
+from gclab.coding import linear, sums
 from gclab.coding.cce import CCECR
 from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.numerics import Outputs
@@ -160,6 +160,19 @@ def test_weights_computed_once_per_pattern(monkeypatch) -> None:
         np.testing.assert_allclose(decoder.decode(round), grads.sum(axis=0), rtol=1e-10)
     # once for the pattern (each decoder solves the no-loss set ahead, when it is built)
     assert [c for c in calls if c != tuple(range(16))] == [calls[-1]]
+
+
+def test_a_decoder_of_numbers_compiles_its_kernels_when_it_is_built(monkeypatch) -> None:
+    """For the weights of the round without loss, before any clock starts; a symbolic
+    decoder decodes nothing and compiles nothing."""
+    compiled = []
+    monkeypatch.setattr(linear, "compile_sums", compiled.append)
+    scheme = ClassicCR(6, 2)
+    scheme.decoder()
+    assert compiled == []
+    scheme.decoder(5)
+    assert len(compiled) == 1
+    np.testing.assert_array_equal(compiled[0], scheme.checked_weights(tuple(range(6)))[1])
 
 
 def test_symbolic_mode_tracks_decodability_only() -> None:

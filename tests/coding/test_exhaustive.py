@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+from gclab.coding import linear
 from gclab.coding.cce import CCECR, CCEFR
 from gclab.coding.classic import ClassicCR, ClassicFR
 from gclab.coding.contract import SCHEMES
@@ -20,6 +21,15 @@ from helpers.coding import (
     relative_error,
 )
 from helpers.coding import schemes as all_schemes
+
+
+@pytest.fixture(autouse=True)
+def no_compiling_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decoder compiles its float32 kernels when it is built, so that no decode on a clock
+    pays the compiler (tests/coding/test_base.py checks it does). These tests decode float64
+    packets, which never run those kernels; compiling them ahead for each of their ~70 shapes
+    took 35 of the file's 45 CPU seconds."""
+    monkeypatch.setattr(linear, "compile_sums", lambda weights: None)
 
 
 def test_every_built_in_static_scheme_is_enumerated() -> None:
