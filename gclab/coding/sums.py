@@ -125,6 +125,18 @@ def _four_weights(weights, r, i):
     )  # fmt: skip
 
 
+@njit(boundscheck=False, nogil=True, cache=True, inline="always")
+def _at(f, q):
+    """Position ``q`` of the four vectors ``f``, as float64."""
+    return np.float64(f[0][q]), np.float64(f[1][q]), np.float64(f[2][q]), np.float64(f[3][q])
+
+
+@njit(boundscheck=False, nogil=True, cache=True, inline="always", fastmath=CONTRACT)
+def _dot(w, x):
+    """``Σ_k w_k·x_k`` over four terms, in order."""
+    return w[0] * x[0] + w[1] * x[1] + w[2] * x[2] + w[3] * x[3]
+
+
 @njit(boundscheck=False, nogil=True, cache=True, fastmath=CONTRACT)
 def _four_rows(buf, r, inputs, weights, start, size, like, zero):
     """Rows ``r .. r+3`` of :func:`_rows`: four vectors a pass, each value read once and
@@ -134,50 +146,39 @@ def _four_rows(buf, r, inputs, weights, start, size, like, zero):
     reads and writes the rows)."""
     ra, rb, rc, rd = buf[r], buf[r + 1], buf[r + 2], buf[r + 3]
     for i in range(0, inputs.size, 4):
-        f0, f1, f2, f3 = _four_inputs(inputs, i, start, size, like, zero)
-        a0, a1, a2, a3 = _four_weights(weights, r, i)
-        b0, b1, b2, b3 = _four_weights(weights, r + 1, i)
-        c0, c1, c2, c3 = _four_weights(weights, r + 2, i)
-        d0, d1, d2, d3 = _four_weights(weights, r + 3, i)
+        f = _four_inputs(inputs, i, start, size, like, zero)
+        a, b = _four_weights(weights, r, i), _four_weights(weights, r + 1, i)
+        c, d = _four_weights(weights, r + 2, i), _four_weights(weights, r + 3, i)
         if i == 0:
             for q in range(size):
-                x0, x1 = np.float64(f0[q]), np.float64(f1[q])
-                x2, x3 = np.float64(f2[q]), np.float64(f3[q])
-                ra[q] = a0 * x0 + a1 * x1 + a2 * x2 + a3 * x3
-                rb[q] = b0 * x0 + b1 * x1 + b2 * x2 + b3 * x3
-                rc[q] = c0 * x0 + c1 * x1 + c2 * x2 + c3 * x3
-                rd[q] = d0 * x0 + d1 * x1 + d2 * x2 + d3 * x3
+                x = _at(f, q)
+                ra[q], rb[q], rc[q], rd[q] = _dot(a, x), _dot(b, x), _dot(c, x), _dot(d, x)
         else:
             for q in range(size):
-                x0, x1 = np.float64(f0[q]), np.float64(f1[q])
-                x2, x3 = np.float64(f2[q]), np.float64(f3[q])
-                ra[q] += a0 * x0 + a1 * x1 + a2 * x2 + a3 * x3
-                rb[q] += b0 * x0 + b1 * x1 + b2 * x2 + b3 * x3
-                rc[q] += c0 * x0 + c1 * x1 + c2 * x2 + c3 * x3
-                rd[q] += d0 * x0 + d1 * x1 + d2 * x2 + d3 * x3
+                x = _at(f, q)
+                ra[q] += _dot(a, x)
+                rb[q] += _dot(b, x)
+                rc[q] += _dot(c, x)
+                rd[q] += _dot(d, x)
 
 
 @njit(boundscheck=False, nogil=True, cache=True, fastmath=CONTRACT)
 def _two_rows(buf, r, inputs, weights, start, size, like, zero):
     """Rows ``r`` and ``r+1`` of :func:`_rows`, as :func:`_four_rows` does four (a
-    generic kernel over a tuple of rows ran 1.3–1.5× slower than these two)."""
+    generic kernel over a tuple of rows ran 1.2–1.5× slower than these two)."""
     ra, rb = buf[r], buf[r + 1]
     for i in range(0, inputs.size, 4):
-        f0, f1, f2, f3 = _four_inputs(inputs, i, start, size, like, zero)
-        a0, a1, a2, a3 = _four_weights(weights, r, i)
-        b0, b1, b2, b3 = _four_weights(weights, r + 1, i)
+        f = _four_inputs(inputs, i, start, size, like, zero)
+        a, b = _four_weights(weights, r, i), _four_weights(weights, r + 1, i)
         if i == 0:
             for q in range(size):
-                x0, x1 = np.float64(f0[q]), np.float64(f1[q])
-                x2, x3 = np.float64(f2[q]), np.float64(f3[q])
-                ra[q] = a0 * x0 + a1 * x1 + a2 * x2 + a3 * x3
-                rb[q] = b0 * x0 + b1 * x1 + b2 * x2 + b3 * x3
+                x = _at(f, q)
+                ra[q], rb[q] = _dot(a, x), _dot(b, x)
         else:
             for q in range(size):
-                x0, x1 = np.float64(f0[q]), np.float64(f1[q])
-                x2, x3 = np.float64(f2[q]), np.float64(f3[q])
-                ra[q] += a0 * x0 + a1 * x1 + a2 * x2 + a3 * x3
-                rb[q] += b0 * x0 + b1 * x1 + b2 * x2 + b3 * x3
+                x = _at(f, q)
+                ra[q] += _dot(a, x)
+                rb[q] += _dot(b, x)
 
 
 @njit(boundscheck=False, nogil=True, cache=True, fastmath=CONTRACT)
@@ -228,7 +229,7 @@ def _rows(buf, inputs, weights, start, size, shape, like, zero):
     Rows four at a time (:func:`_four_rows`), then two (:func:`_two_rows`), then one
     (:func:`_one_row`): a value read is converted to float64 once for the group's rows and
     each pass reads and writes a buffer row once per four vectors; the first pass assigns
-    (zeroing the rows and then adding made ``cce_cr``'s decode 1.35× slower, and a
+    (zeroing the rows and then adding made ``cce_cr``'s decode 1.4× slower, and a
     two-packet sum 1.6×). The weights of
     a pass are locals, so they stay in registers. (Every row in one generic loop over
     positions kept the weights in memory and ran 2.3× slower.) ``shape`` makes the row
