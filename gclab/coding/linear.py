@@ -21,7 +21,7 @@ import numpy as np
 from gclab.coding.contract import Decoder, Encoder, Part, Plan, Scheme, Task
 from gclab.coding.numerics import RESIDUAL_TOL, as_streams, least_squares_weights, residual
 from gclab.coding.partial import partial_sum
-from gclab.coding.sums import combine, compile_sums
+from gclab.coding.sums import WeightedSum, compile_sums
 from gclab.errors import DecodeError
 
 
@@ -186,14 +186,15 @@ class LinearDecoder(Decoder):
         self.scheme: LinearScheme = scheme
         self._arrived: dict[int, dict[int, np.ndarray | None]] = {}
         self._decoded: set[int] = set()
-        self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], np.ndarray] | None] = {}
+        # used workers and their weights, prepared for the pass (None: symbolic), by survivors
+        self._cache: dict[tuple[int, ...], tuple[tuple[int, ...], WeightedSum | None] | None] = {}
         if not self.symbolic:  # the decode without loss: solved, its kernels loaded, before a clock
             try:
                 solution = self._solution_of(tuple(range(scheme.n)))
             except DecodeError:  # a broken code: decode() raises it for the round it meets
                 solution = None
-            if solution is not None:
-                compile_sums(solution[1])
+            if solution is not None and solution[1] is not None:
+                compile_sums(solution[1].weights)
 
     def plan(self, round: int) -> Plan:
         return tuple(tuple(Task(round, j) for j in parts) for parts in self.scheme.placement)
@@ -210,18 +211,24 @@ class LinearDecoder(Decoder):
         for worker, packet in zip(workers, packets):
             arrived.setdefault(worker, packet)
 
-    def _solution(self, round: int) -> tuple[tuple[int, ...], np.ndarray] | None:
+    def _solution(self, round: int) -> tuple[tuple[int, ...], WeightedSum | None] | None:
         return self._solution_of(tuple(self._arrived.get(round, {})))
 
-    def _solution_of(self, survivors: tuple[int, ...]) -> tuple[tuple[int, ...], np.ndarray] | None:
-        """Used workers and weights of a survivor set (in arrival order), cached."""
+    def _solution_of(
+        self, survivors: tuple[int, ...]
+    ) -> tuple[tuple[int, ...], WeightedSum | None] | None:
+        """Used workers and their weights (ready for the pass; ``None`` in symbolic mode) of
+        a survivor set (in arrival order), cached."""
         key = survivors if self.scheme.order_matters else tuple(sorted(survivors))
         if key not in self._cache:
-            self._cache[key] = (
-                self._symbolic_solution(survivors)
-                if self.symbolic and self.scheme.exact_predicate
-                else self.scheme.checked_weights(survivors)
-            )
+            if self.symbolic and self.scheme.exact_predicate:
+                self._cache[key] = self._symbolic_solution(survivors)
+            else:
+                solution = self.scheme.checked_weights(survivors)
+                if solution is not None:
+                    used, weights = solution
+                    solution = (used, None if self.symbolic else WeightedSum(weights))
+                self._cache[key] = solution
         return self._cache[key]
 
     def _symbolic_solution(self, survivors: tuple[int, ...]) -> tuple[tuple[int, ...], None] | None:
@@ -244,7 +251,7 @@ class LinearDecoder(Decoder):
         self._decoded.add(job)
         if self.symbolic:
             return None
-        return combine([packets[w] for w in used], weights, self.grad_size, self.outputs)
+        return weights([packets[w] for w in used], self.grad_size, self.outputs)
 
     def decode_partial(self, job: int) -> tuple[np.ndarray | None, float]:
         packets = self._arrived.pop(job, {})

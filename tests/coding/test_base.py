@@ -29,18 +29,19 @@ def naive(vectors: list[np.ndarray], weights: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(
     ("m", "count", "pairs"),
     [
-        (1, 1, False), (1, 2, False), (1, 3, False), (1, 16, False), (3, 3, False),
-        (3, 12, False), (1, 1, True), (1, 3, True), (2, 3, True), (2, 5, True), (2, 7, True),
-        (1, 16, True),
+        (1, 1, False), (1, 2, False), (1, 3, False), (1, 5, False), (1, 7, False),
+        (1, 16, False), (3, 3, False), (3, 5, False), (3, 12, False), (1, 1, True),
+        (1, 3, True), (2, 3, True), (2, 5, True), (2, 7, True), (1, 16, True), (3, 6, True),
     ],
     ids=lambda v: str(v),
 )  # fmt: skip
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_combine_is_the_float64_sum_rounded_once(m, count, pairs, dtype) -> None:
-    """Both loop orders (up to four vectors; more: four, two and one a pass), real and
-    complex weights, several blocks and a ragged last one, read-only packets (as from
-    Ray's object store): the result has the packets' dtype and equals the float64 sum
-    rounded once."""
+    """Both loop orders (up to four vectors; more: buffer rows four, two and one at a
+    time, four vectors a pass padded with zeros, or four, two and one for a row alone),
+    real and complex weights, several blocks and a ragged last one, read-only packets (as
+    from Ray's object store): the result has the packets' dtype and equals the float64
+    sum rounded once."""
     rng = np.random.default_rng(m * count)
     size = 2 * (3 * sums.BLOCK + 333) if pairs else 3 * sums.BLOCK + 333
     sent = [rng.standard_normal(size).astype(dtype) for _ in range(count)]
@@ -77,6 +78,28 @@ def test_combine_of_streams_fed_by_their_own_vectors_is_the_sum_rounded_once(cou
         np.testing.assert_array_equal(got, want.astype(np.float32))
     else:
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_a_prepared_weighted_sum_serves_every_call(pairs: bool) -> None:
+    """A :class:`~gclab.coding.sums.WeightedSum` (what a decoder caches per erasure
+    pattern) gives the float64 sum rounded once on each new set of packets, of either
+    dtype, into the decoder's reused result arrays; a wrong packet count is refused."""
+    rng = np.random.default_rng(5)
+    weights = rng.standard_normal((3, 7)) + (1j * rng.standard_normal((3, 7)) if pairs else 0)
+    prepared = sums.WeightedSum(weights)
+    outputs = Outputs(limit=3)
+    size = 2 * sums.BLOCK + 77 + pairs  # float pairs: an even length
+    for dtype in (np.float32, np.float64, np.float32):
+        sent = [rng.standard_normal(size).astype(dtype) for _ in range(7)]
+        got = prepared(sent, 3 * size - 1, outputs)
+        want = naive(sent, weights)[: 3 * size - 1]
+        if dtype == np.float32:
+            np.testing.assert_array_equal(got, want.astype(np.float32))
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    with pytest.raises(ValueError, match="for 6 vectors: need \\[m, vectors\\]"):
+        prepared(sent[:6], 3 * size)
 
 
 def test_combine_pads_odd_float_pairs_and_widens_other_dtypes() -> None:
