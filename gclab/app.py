@@ -166,6 +166,7 @@ def build(cfg: DictConfig):
     with under("network"):
         network = NetworkConfig(**OmegaConf.to_container(cfg.network))  # validates the ranges
         check_recovery(scheme, network)
+    cluster.check(network)
     logger = instantiate_checked(cfg.logger)
     source = instantiate_checked(cfg.data)
     with under("data"):

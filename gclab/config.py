@@ -24,6 +24,7 @@ from gclab.ml.optim import Schedule, StaleLR
 from gclab.network.protocol import MEASURED, NetworkConfig
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.faults import FaultConfig
+from gclab.runtime.netns import NetnsCluster
 from gclab.schemas import register
 from gclab.tracking.loggers import Logger, WandbLogger
 
@@ -91,5 +92,6 @@ register("model", "cnn", SmallCNN, num_classes=None)
 register("model", "resnet18", resnet18_cifar, num_classes=None)
 register("cluster", "local", Cluster)
 register("cluster", "ray", Cluster)
+register("cluster", "netns", NetnsCluster, base=Cluster)
 register("logger", "none", Logger)
 register("logger", "wandb", WandbLogger)

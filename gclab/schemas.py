@@ -77,18 +77,27 @@ class _Builds(BuildsFn):
         return super()._sanitized_type(type_, **kwargs)
 
 
-def schema(target: Any, exclude: tuple[str, ...] = (), **overrides: Any) -> Any:
+def schema(
+    target: Any, exclude: tuple[str, ...] = (), *, base: type | None = None, **overrides: Any
+) -> Any:
     """The structured config of ``target``'s full signature, less ``exclude``.
 
-    ``overrides`` are config-only defaults (e.g. ``num_classes=None``: filled in by the
-    app); the test of the config tree lists them.
+    A ``target`` that passes ``**kwargs`` on to its ``base`` class gets the base's
+    parameters too (``cluster=netns`` extends ``Cluster``). ``overrides`` are config-only
+    defaults (e.g. ``num_classes=None``: filled in by the app); the test of the config
+    tree lists them.
     """
-    return _Builds.builds(target, populate_full_signature=True, zen_exclude=exclude, **overrides)
+    bases = () if base is None else (schema(base),)
+    return _Builds.builds(
+        target, populate_full_signature=True, zen_exclude=exclude, builds_bases=bases, **overrides
+    )
 
 
-def register(group: str, option: str, target: Any, *exclude: str, **overrides: Any) -> None:
+def register(
+    group: str, option: str, target: Any, *exclude: str, base: type | None = None, **overrides: Any
+) -> None:
     """Store the schema of ``target`` (see :func:`schema`) as ``schema/<group>/<option>``."""
-    store(schema(target, exclude, **overrides), group=f"schema/{group}", name=option)
+    store(schema(target, exclude, base=base, **overrides), group=f"schema/{group}", name=option)
 
 
 def register_scheme(cls: type[Scheme]) -> None:

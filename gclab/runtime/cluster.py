@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import ray
 
@@ -166,3 +168,23 @@ class Cluster:
 
     def _start_or_join(self) -> None:
         start_or_join(self.address, self.local_cpus(), self.worker_gpus > 0, self.dashboard)
+
+    def check(self, network: Any) -> None:
+        """Raise :class:`ConfigError` if the ``network`` config does not suit this cluster
+        (any does here; ``cluster=netns`` needs the wall clock)."""
+
+    def running(self) -> AbstractContextManager[Any]:
+        """Where Ray lives while the run trains. Nothing to set up here: :meth:`connect`
+        starts or joins it, and a private Ray ends with the process. ``cluster=netns``
+        builds its box here (:mod:`gclab.runtime.netns`)."""
+        return nullcontext()
+
+    def layout(self, nodes: Sequence[str], groups: Sequence[Sequence[int]]) -> dict[str, Any]:
+        """What summary.json records, beyond ``nodes``, about where the actors (the Ray
+        node of each, ``nodes``, hosting the logical workers ``groups``) run: nothing here."""
+        return {}
+
+    def traffic(self) -> dict[str, Any]:
+        """What summary.json records about the network's traffic during the rounds,
+        asked after the last one: nothing here."""
+        return {}

@@ -20,21 +20,29 @@ def start_or_join(
     gpus: bool = False,
     dashboard: bool = False,
     niceness: int | None = None,
+    node_ip: str | None = None,
 ) -> None:
     """Start a private local Ray (``address=None``) or join the cluster at ``address``.
 
     The private Ray binds to loopback, has ``num_cpus`` CPUs (default: the cores), GPUs
     only if ``gpus``, the dashboard only if ``dashboard``, and starts its worker
     processes at ``niceness`` (default: Ray's 15, background priority). Joining fails
-    in one sentence (:class:`ConfigError`) when nobody answers at ``address``. Then
-    SIGINT and SIGTERM are the run's again (:func:`gclab.rundir.interrupts.reclaim`).
+    in one sentence (:class:`ConfigError`) when nobody answers at ``address``; ``node_ip``
+    is the driver's address there (default: Ray finds it by its route to the internet,
+    which a network namespace may lack). Then SIGINT and SIGTERM are the run's again
+    (:func:`gclab.rundir.interrupts.reclaim`).
     """
-    _start_or_join(address, num_cpus, gpus, dashboard, niceness)
+    _start_or_join(address, num_cpus, gpus, dashboard, niceness, node_ip)
     interrupts.reclaim()
 
 
 def _start_or_join(
-    address: str | None, num_cpus: int | None, gpus: bool, dashboard: bool, niceness: int | None
+    address: str | None,
+    num_cpus: int | None,
+    gpus: bool,
+    dashboard: bool,
+    niceness: int | None,
+    node_ip: str | None,
 ) -> None:
     if address is None:
         atexit.unregister(stop_monitor)  # once, however often Ray is started
@@ -52,7 +60,9 @@ def _start_or_join(
         return
     try:
         probe(address)  # ray.init itself retries for minutes on a dead address
-        ray.init(address=address, log_to_driver=True, configure_logging=False)
+        ray.init(
+            address=address, _node_ip_address=node_ip, log_to_driver=True, configure_logging=False
+        )
     except (ConnectionError, RuntimeError, ValueError, OSError) as exc:
         raise ConfigError(
             f"cluster.address={address!r}: no Ray cluster answered ({exc}); start "

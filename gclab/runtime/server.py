@@ -18,6 +18,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,27 +236,35 @@ def train(
     """
     torch.set_num_threads(plan.cluster.server_threads)
     spec, shards, normalizer = worker_setup(plan)
-    pool = (start_pool or ray_pool)(plan, spec, shards)
     cluster = plan.cluster
     recorder, summary = None, None
-    try:
-        recorder = record()
-        recorder.extra.update(
-            actors=len(pool.groups), compute_time=cluster.compute_time.value,
-            device=cluster.device, nodes=len(set(pool.nodes)), processors=pool.processors,
-        )  # fmt: skip
-        # BLAS gets the driver's threads too: a pool of idle BLAS threads spin-waits, and
-        # under load that waiting lands on the clock. The limit reaches the libraries
-        # loaded now: numpy's, and scipy's that numba-compiled code calls (imported above)
-        with threadpool_limits(limits=cluster.server_threads, user_api="blas"):
-            summary = _loop(plan, recorder, pool, normalizer)
-        return summary
-    finally:
+    with ExitStack() as stack:
+        if start_pool is None:  # Ray's: where it runs is the cluster's (cluster=netns: a box)
+            stack.enter_context(cluster.running())
+        pool = (start_pool or ray_pool)(plan, spec, shards)
         try:
-            pool.close()
+            recorder = record()
+            recorder.extra.update(
+                actors=len(pool.groups), compute_time=cluster.compute_time.value,
+                device=cluster.device, nodes=len(set(pool.nodes)), processors=pool.processors,
+            )  # fmt: skip
+            recorder.extra.update(cluster.layout(pool.nodes, pool.groups))
+            # BLAS gets the driver's threads too: a pool of idle BLAS threads spin-waits, and
+            # under load that waiting lands on the clock. The limit reaches the libraries
+            # loaded now: numpy's, and scipy's that numba-compiled code calls (imported above)
+            with threadpool_limits(limits=cluster.server_threads, user_api="blas"):
+                summary = _loop(plan, recorder, pool, normalizer)
+            traffic = cluster.traffic()
+            if traffic:
+                recorder.extra.update(traffic)
+                summary = recorder.summary()
+            return summary
         finally:
-            if recorder is not None:
-                recorder.close(summary, failed=summary is None)
+            try:
+                pool.close()
+            finally:
+                if recorder is not None:
+                    recorder.close(summary, failed=summary is None)
 
 
 def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Normalizer) -> dict:
