@@ -7,6 +7,7 @@ with a reason. Defaults the config layer sets itself are listed in :data:`CONFIG
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import subprocess
 import sys
@@ -36,13 +37,29 @@ PASSED = {"scheme": {"n"}}
 
 
 def code_defaults(target: str, group: str) -> dict[str, object]:
-    """The constructor's parameters and defaults (``???`` where it has none)."""
-    params = inspect.signature(get_object(target)).parameters.values()
+    """The constructor's parameters and defaults (``???`` where it has none); a dataclass
+    default as its config node (its ``_target_`` and fields)."""
     return {
-        p.name: "???" if p.default is inspect.Parameter.empty else p.default
-        for p in params
+        p.name: "???" if p.default is inspect.Parameter.empty else _node(p.default)
+        for p in parameters(get_object(target))
         if p.name not in PASSED.get(group, set())
     }
+
+
+def parameters(target: object) -> list[inspect.Parameter]:
+    """``target``'s parameters; a class's ``**kwargs`` stand for its base class's
+    (``cluster=netns`` extends ``Cluster``: :func:`gclab.schemas.schema`'s ``base``)."""
+    params = list(inspect.signature(target).parameters.values())
+    if params and params[-1].kind is inspect.Parameter.VAR_KEYWORD and isinstance(target, type):
+        return params[:-1] + parameters(target.__mro__[1])
+    return params
+
+
+def _node(default: object) -> object:
+    if dataclasses.is_dataclass(default) and not isinstance(default, type):
+        kind = type(default)
+        return {"_target_": f"{kind.__module__}.{kind.__qualname__}", **dataclasses.asdict(default)}
+    return default
 
 
 def yaml_values(group: str, option: str) -> tuple[dict[str, object], dict[str, str]]:

@@ -85,6 +85,13 @@ class NetnsCluster(Cluster):
         object_store: float = 5e8,
         **cluster: Any,
     ) -> None:
+        gpus = cluster.get("worker_gpus", 0.0)
+        if gpus:  # before Cluster's own checks, which look for a GPU
+            raise ConfigError(
+                f"worker_gpus={gpus!r} is invalid with cluster=netns: the box's nodes offer "
+                "CPUs only; use 0.",
+                param="worker_gpus",
+            )
         super().__init__(**cluster)
         self.nodes = params.count("nodes", nodes)
         if self.nodes > self.workers:
@@ -129,12 +136,6 @@ class NetnsCluster(Cluster):
                 f"address={self.address!r} is invalid with cluster=netns, which starts its "
                 "own Ray inside the box; leave it null.",
                 param="address",
-            )
-        if self.worker_gpus:
-            raise ConfigError(
-                f"worker_gpus={self.worker_gpus!r} is invalid with cluster=netns: the box's "
-                "nodes offer CPUs only; use 0.",
-                param="worker_gpus",
             )
         netbox.check_host()
         self._box: Box | None = None
