@@ -33,7 +33,7 @@ from gclab.runtime.cluster import Cluster
 from gclab.sim.__main__ import prepare
 from gclab.sim.engine import simulate, unit_time
 from gclab.tracking.artifacts import save_checkpoint
-from helpers.config import TINY, compose_config
+from helpers.config import TINY, assert_one_sentence, compose_config
 from helpers.net import free_port
 
 #: TINY with a smaller training set, so that building a case (it loads data) is quick.
@@ -45,12 +45,6 @@ def overrides(extra: list[str], files: Path) -> list[str]:
     extra = [o.format(files=files) for o in extra]
     swaps_data = any(o.startswith("data=") for o in extra)
     return [o for o in BASE if not (swaps_data and o.startswith("data"))] + extra
-
-
-def assert_one_sentence(message: str, pattern: str) -> None:
-    """One line, ending like a sentence, matching ``pattern`` (the value and what is valid)."""
-    assert "\n" not in message and message.endswith("."), message
-    assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -35,3 +36,9 @@ def hydra_config(overrides: list[str], run_dir: Path) -> DictConfig:
     """The composed config with its ``hydra`` node, as callbacks receive it."""
     with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
         return compose("config", [*overrides, f"hydra.run.dir={run_dir}"], return_hydra_config=True)
+
+
+def assert_one_sentence(message: str, pattern: str) -> None:
+    """One line, ending like a sentence, matching ``pattern`` (the value and what is valid)."""
+    assert "\n" not in message and message.endswith("."), message
+    assert re.search(pattern, message), f"{pattern!r} not in {message!r}"

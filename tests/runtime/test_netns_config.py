@@ -4,14 +4,12 @@ a value)."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from gclab.app import build
 from gclab.errors import ConfigError
 from gclab.runtime import netbox
-from helpers.config import TINY, compose_config
+from helpers.config import TINY, assert_one_sentence, compose_config
 
 BOX = [*TINY, "cluster=netns", "network.clock=wall"]
 
@@ -38,24 +36,21 @@ CASES = [
 ]  # fmt: skip
 
 
-def assert_sentence(message: str, pattern: str) -> None:
-    assert "\n" not in message and message.endswith("."), message
-    assert re.search(pattern, message), f"{pattern!r} not in {message!r}"
-
-
 @pytest.mark.parametrize(("extra", "pattern"), CASES)
 def test_bad_values_fail_in_one_sentence(monkeypatch, extra, pattern) -> None:
     monkeypatch.setattr(netbox, "check_host", lambda: None)  # about values, not this host
     with pytest.raises(ConfigError) as info:
         build(compose_config([*BOX, *extra]))
-    assert_sentence(str(info.value), pattern)
+    assert_one_sentence(str(info.value), pattern)
 
 
 def test_not_root_fails_in_one_sentence(monkeypatch) -> None:
     monkeypatch.setattr(netbox.os, "geteuid", lambda: 1000)
     with pytest.raises(ConfigError) as info:
         build(compose_config(BOX))
-    assert_sentence(str(info.value), r"^cluster=netns builds network namespaces, which needs root")
+    assert_one_sentence(
+        str(info.value), r"^cluster=netns builds network namespaces, which needs root"
+    )
 
 
 def test_no_nftables_fails_in_one_sentence(monkeypatch) -> None:
@@ -63,7 +58,7 @@ def test_no_nftables_fails_in_one_sentence(monkeypatch) -> None:
     monkeypatch.setattr(netbox.shutil, "which", lambda tool: None if tool == "nft" else tool)
     with pytest.raises(ConfigError) as info:
         build(compose_config(BOX))
-    assert_sentence(
+    assert_one_sentence(
         str(info.value),
         r"^cluster=netns needs the command\(s\) nft, which are not installed; install "
         r"nftables \(apt-get install -y nftables\)\.",
