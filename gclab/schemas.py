@@ -43,6 +43,7 @@ from gclab.network.bernoulli import Bernoulli
 from gclab.network.composite import Composite
 from gclab.network.gilbert_elliott import GilbertElliott, TimedGilbertElliott
 from gclab.network.straggler import Straggler
+from gclab.network.tcp_loss import TcpLoss
 from gclab.network.trace import Trace
 
 #: Where the derived schemas go: Hydra's ConfigStore, as soon as they are added.
@@ -56,6 +57,7 @@ DELAYS: dict[str, type[DelayModel]] = {
     "gilbert_elliott": GilbertElliott,
     "gilbert_elliott_time": TimedGilbertElliott,
     "straggler": Straggler,
+    "tcp_loss": TcpLoss,
     "trace": Trace,
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gclab.network import DelayModel
+from gclab.network.links import Links
 
 
 class Shifted(DelayModel):
@@ -19,12 +20,18 @@ class Shifted(DelayModel):
         self.model = model
         self.offset = offset
         self.timed = model.timed
+        self.sized = model.sized
 
     def check(self, n: int, rounds: int) -> None:
         self.model.check(n, self.offset + rounds)
 
     def delays(self, round: int, n: int, seed: int, load: float) -> np.ndarray:
         return self.model.delays(self.offset + round, n, seed, load)
+
+    def transfer_delays(
+        self, round: int, n: int, seed: int, size: float, links: Links
+    ) -> np.ndarray:
+        return self.model.transfer_delays(self.offset + round, n, seed, size, links)
 
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         return self.model.lost(self.offset + round, n, seed)

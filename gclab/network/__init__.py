@@ -6,7 +6,7 @@ virtual or the wall clock (:mod:`gclab.network.clock`). The config layer
 (:mod:`gclab.schemas`) derives the ``delay`` options' schemas.
 """
 
-from gclab.network import bernoulli, composite, gilbert_elliott, straggler, trace
+from gclab.network import bernoulli, composite, gilbert_elliott, straggler, tcp_loss, trace
 from gclab.network.base import DelayModel
 from gclab.network.clock import ArrivalSource, Finished, VirtualClock, WallClock
 from gclab.network.protocol import NetworkConfig, RoundOutcome, RoundProtocol
@@ -26,5 +26,6 @@ __all__ = [
     "composite",
     "gilbert_elliott",
     "straggler",
+    "tcp_loss",
     "trace",
 ]

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from gclab.errors import ConfigError
+from gclab.network.links import Links
 
 
 class DelayModel:
@@ -35,6 +36,10 @@ class DelayModel:
     #: measured completion times), not time on top of it: the simulator then adds no
     #: compute time of its own by default (:func:`gclab.sim.engine.unit_time`).
     computes: bool = False
+    #: Whether the delays also depend on the bytes a round moves: the protocol then adds
+    #: :meth:`transfer_delays`, and engines that compute delays from the load alone (the
+    #: fast search) leave the model to it.
+    sized: bool = False
 
     def check(self, n: int, rounds: int) -> None:
         """Raise :class:`ConfigError` if the model cannot serve ``n`` workers for ``rounds``.
@@ -60,6 +65,14 @@ class DelayModel:
             for r in range(rounds):
                 out[i, r] = self.delays(r, n, seed, load)
         return out
+
+    def transfer_delays(
+        self, round: int, n: int, seed: int, size: float, links: Links
+    ) -> np.ndarray:
+        """Extra seconds ``[n]`` that moving ``round``'s bytes costs each worker beyond the
+        ``links``' time: the weights' broadcast (``links.payload`` bytes) and a packet of
+        ``size`` bytes. None here; models with ``sized = True`` override it."""
+        return np.zeros(n)
 
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         """Which workers' first transmission in ``round`` is lost, ``bool [n]``."""

@@ -16,6 +16,7 @@ import numpy as np
 from gclab.errors import ConfigError, under
 from gclab.network import draws
 from gclab.network.base import DelayModel
+from gclab.network.links import Links
 
 
 class Composite(DelayModel):
@@ -46,6 +47,8 @@ class Composite(DelayModel):
             )
         #: Whether losses evolve in time (a part's do).
         self.timed = bool(timed)
+        #: Whether the delays depend on the bytes moved (a part's do).
+        self.sized = any(part.sized for part in self.parts)
 
     @property
     def computes(self) -> bool:
@@ -74,6 +77,14 @@ class Composite(DelayModel):
         return compute.delays_by_load(rounds, n, part_seed(seed, 0), loads) + loss.delays_by_load(
             rounds, n, part_seed(seed, 1), loads
         )
+
+    def transfer_delays(
+        self, round: int, n: int, seed: int, size: float, links: Links
+    ) -> np.ndarray:
+        compute, loss = self.parts
+        return compute.transfer_delays(
+            round, n, part_seed(seed, 0), size, links
+        ) + loss.transfer_delays(round, n, part_seed(seed, 1), size, links)
 
     def lost(self, round: int, n: int, seed: int) -> np.ndarray:
         compute, loss = self.parts

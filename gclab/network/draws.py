@@ -24,6 +24,7 @@ TRANSITION = 3
 INITIAL = 4
 SLOW = 5
 SOJOURN = 6
+TRANSFER = 7
 
 
 def stream_seed(seed: int, stream: int) -> int:

@@ -107,6 +107,9 @@ class RoundPackets:
         links = protocol.links
         #: Bytes of one packet, and the weights' broadcast that starts every worker late.
         self.size = decoder.scheme.packet_fraction * links.payload
+        if protocol.delay.sized:  # what moving the bytes costs beyond the links' time
+            extra = protocol.delay.transfer_delays(round, n, protocol.seed, self.size, links)
+            self.delays = self.delays + extra
         self.broadcast = links.broadcast_time(n)
         #: Seconds from one retransmission attempt to the next (and to its arrival).
         self.cycle = self.network.rto + links.alone(self.size)

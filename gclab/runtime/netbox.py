@@ -123,6 +123,13 @@ def check_host() -> None:
         )
 
 
+def goodput(mtu: int) -> float:
+    """The share of a busy link's bytes that is TCP payload: an IP packet of ``mtu``
+    bytes carries ``mtu − 52`` (IPv4 20, TCP 20, its timestamp option 12) in ``mtu + 14``
+    bytes on the link (the token bucket counts the Ethernet header too)."""
+    return (mtu - 52) / (mtu + 14)
+
+
 def congestion() -> str:
     """The TCP congestion control the box's namespaces use: the host's default."""
     return Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()

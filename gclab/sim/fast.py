@@ -220,7 +220,7 @@ def fast_results(
     family = FAMILIES.get(name)
     if family is None or not settings or not family.accepts(node) or network.clock != "virtual":
         return None
-    if delay.timed or network.recovery == "partial":  # the engine's business
+    if delay.timed or delay.sized or network.recovery == "partial":  # the engine's business
         return None
     seed = stream_seed(seed, network.stream)  # the draws RoundProtocol would take
     fixed = {k: v for k, v in OmegaConf.to_container(node).items() if k != "_target_"}

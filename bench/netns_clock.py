@@ -1,0 +1,215 @@
+"""The virtual clock against the network box: the same configs, measured beside predicted.
+
+Each grid point (scheme, IP loss, link bandwidth, n, model) trains twice:
+
+* **box**: ``cluster=netns`` with 2 nodes (n/2 workers each) behind links of
+  ``cluster.link.bandwidth`` bytes/s each way that lose ``cluster.link.loss`` of the IP
+  packets, on the wall clock: what the rounds really take over TCP through Ray;
+* **virtual**: ``cluster=local`` on the virtual clock with the ``network.*`` settings
+  that match the box (:func:`matching`): each worker's uplink its share of its node's
+  link, the weights' broadcast one copy per node over the node's link, the links' TCP
+  goodput; one actor per worker timed by the wall (``cluster.compute_time=wall``, the
+  box's workers compete for the same cores).
+
+The virtual run's recorded compute times are then replayed (the round protocol on the
+same compute seconds, :func:`gclab.study.replay.replay_rounds`) under three delay
+models, so that they differ only in the model: ``none`` (the clock with bytes, no loss:
+the virtual run itself), ``tcp_loss`` with ``ip_loss`` = the box's loss (the model fitted
+to TCP, :mod:`gclab.network.tcp_loss`) and the papers' erasure model, ``bernoulli`` with
+``p`` = the loss and ``network.rto=0.5``. Per point and model the table gives the median
+and 95th percentile round (the first, warm-up round left out), the ratio of each to the
+box's, bytes per round (box: what the nodes' links carried up, retransmissions
+included; clock: the packets it charges) and the rounds that waited. The load average
+before each box run is printed beside it: other jobs on the machine slow both.
+
+    python bench/netns_clock.py                    # the grid: 4 schemes x 4 losses x 2 rates x n=4,8 x cnn,resnet18
+    python bench/netns_clock.py --models cnn --out grid.jsonl     # resumable: done points are skipped
+    python bench/netns_clock.py --quick            # classic_fr, n=4, cnn, 12.5 MB/s, loss 0 and 2 %
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from common import compose_config
+from hydra.utils import instantiate
+
+from gclab.network import NetworkConfig, RoundProtocol
+from gclab.runtime.netbox import goodput
+from gclab.study.replay import recorded_server_time, replay_rounds
+from gclab.tracking.artifacts import read_metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMES = ("classic_fr", "classic_cr", "pipelined_fr", "cce_cr")
+LOSSES = (0.0, 0.005, 0.02, 0.05)
+RATES = (1.25e7, 1.25e8)
+NODES = 2
+MTU = 9000
+#: The erasure model's retransmission timeout (the study's setting).
+ERASURE_RTO = 0.5
+#: Delay models the virtual run is replayed under, by name: overrides for a loss ``p``.
+MODELS = {
+    "none": lambda p: ["delay=none"],
+    "tcp_loss": lambda p: ["delay=tcp_loss", f"delay.ip_loss={p}", f"delay.mtu={MTU}"],
+    "bernoulli": lambda p: ["delay=bernoulli", f"delay.p={p}", f"network.rto={ERASURE_RTO}"],
+}
+
+
+def common(scheme: str, n: int, model: str, rounds: int) -> list[str]:
+    return [
+        f"scheme={scheme}", f"cluster.workers={n}", f"model={model}", f"train.rounds={rounds}",
+        "data=synthetic", "data.train_size=2048", "data.test_size=256", "train.eval_every=0",
+        "train.checkpoint_every=0", "logger=none",
+    ]  # fmt: skip
+
+
+def matching(n: int, rate: float) -> list[str]:
+    """The virtual clock's ``network.*`` for the box: n/NODES workers share a node's link
+    (each packet gets its share when they send together), every node fetches one copy of
+    the weights over its own link (as fast as ``n`` copies through one link ``n`` times
+    faster), and TCP's payload is ``goodput`` of the link's bytes."""
+    payload_rate = rate * goodput(MTU)
+    return [
+        f"network.bandwidth={payload_rate * NODES / n}",
+        f"network.broadcast_bandwidth={payload_rate * n}",
+    ]
+
+
+def train(args: list[str], out: Path) -> tuple[list[dict], dict]:
+    """``python -m gclab args`` into ``out``: its round records and summary."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gclab", *args, f"hydra.run.dir={out}"],
+        cwd=ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"gclab {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    rounds = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "round"]
+    return rounds, json.loads((out / "summary.json").read_text())
+
+
+def replay(overrides: list[str], rounds: list[dict], jobs: int) -> list[dict]:
+    """The recorded rounds' compute and server seconds under ``overrides``' delay model."""
+    cfg = compose_config(overrides)
+    scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
+    model = instantiate(cfg.model, num_classes=10)
+    payload = 4 * sum(p.numel() for p in model.parameters())
+    network = NetworkConfig(**cfg.network)
+    protocol = RoundProtocol(network, instantiate(cfg.delay), scheme.n, cfg.seed, payload=payload)
+    compute = np.array([r["compute_s"] for r in rounds])
+    out = replay_rounds(scheme, protocol, compute, jobs, server=recorded_server_time(rounds))
+    return [
+        {"round_time": r.outcome.duration, "bytes": r.outcome.bytes, "waited": r.outcome.waited}
+        for r in out.rounds
+    ]
+
+
+def stats(rounds: list[dict]) -> dict[str, float]:
+    """Median and 95th percentile round (the first left out), bytes per round, waits."""
+    t = np.array([r["round_time"] for r in rounds[1:]])
+    return {
+        "median": float(np.median(t)),
+        "p95": float(np.percentile(t, 95)),
+        "bytes": float(np.mean([r["bytes"] for r in rounds])),
+        "waited": int(sum(r["waited"] for r in rounds)),
+    }
+
+
+def point(scheme: str, loss: float, rate: float, n: int, model: str, rounds: int) -> dict:
+    """Train one grid point on the box and on the virtual clock; every model's numbers."""
+    base = common(scheme, n, model, rounds)
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        box_args = [
+            *base, "cluster=netns", f"cluster.nodes={NODES}", f"cluster.link.bandwidth={rate}",
+            f"cluster.link.loss={loss}", f"cluster.mtu={MTU}", "network.clock=wall",
+        ]  # fmt: skip
+        box_rounds, summary = train(box_args, Path(tmp) / "box")
+        virtual = [*base, "cluster=local", f"cluster.actors={n}", "cluster.compute_time=wall"]
+        virtual += matching(n, rate)
+        virtual_rounds, _ = train(virtual, Path(tmp) / "virtual")
+    up = sum(node["up_bytes"] for node in summary["link_traffic"]) / len(box_rounds)
+    lost = sum(node["up_lost"] + node["down_lost"] for node in summary["link_traffic"])
+    result = {
+        "scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model,
+        "rounds": rounds, "load": load, "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost},
+    }  # fmt: skip
+    for name, delay in MODELS.items():
+        if name != "none" and loss == 0:
+            continue
+        result[name] = stats(replay([*virtual, *delay(loss)], virtual_rounds, rounds))
+    return result
+
+
+def row(result: dict) -> str:
+    """One markdown row: the point, the box, and each model beside it (ratio to the box)."""
+    box = result["box"]
+    cells = [
+        result["scheme"], str(result["n"]), result["model"], f"{result['rate'] / 1e6:g}",
+        f"{100 * result['loss']:g}", f"{result['load']:.1f}",
+        f"{box['median']:.3f} / {box['p95']:.3f}", f"{box['bytes'] / 1e6:.2f}", str(box["waited"]),
+    ]  # fmt: skip
+    for name in MODELS:
+        got = result.get(name)
+        if got is None:
+            cells.append("–")
+            continue
+        ratio = f"×{got['median'] / box['median']:.2f} / ×{got['p95'] / box['p95']:.2f}"
+        cells.append(f"{got['median']:.3f} / {got['p95']:.3f} ({ratio}), {got['waited']}")
+    cells.append(f"{result['none']['bytes'] / 1e6:.2f}")
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| scheme | n | model | MB/s | loss % | load | box median / p95 s | box MB up per round "
+    "| box waited | none: median / p95 (ratio), waited | tcp_loss | bernoulli | clock MB per round |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--schemes", nargs="+", default=list(SCHEMES))
+    parser.add_argument("--losses", type=float, nargs="+", default=list(LOSSES))
+    parser.add_argument("--rates", type=float, nargs="+", default=list(RATES))
+    parser.add_argument("--workers", type=int, nargs="+", default=[4, 8])
+    parser.add_argument("--models", nargs="+", default=["cnn", "resnet18"])
+    parser.add_argument("--rounds", type=int, default=20, help="rounds of a cnn point")
+    parser.add_argument("--resnet-rounds", type=int, default=6, help="rounds of a resnet18 point")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--out", help="append each point's numbers here (JSON lines); "
+                        "points already in it are skipped")  # fmt: skip
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    if args.quick:
+        args.schemes, args.losses, args.rates = ["classic_fr"], [0.0, 0.02], [1.25e7]
+        args.workers, args.models, args.rounds = [4], ["cnn"], 8
+    done: list[dict] = []
+    if args.out and Path(args.out).is_file():
+        done = [json.loads(line) for line in Path(args.out).read_text().splitlines()]
+    print(HEADER, flush=True)
+    grid = itertools.product(args.models, args.workers, args.rates, args.schemes, args.losses)
+    for model, n, rate, scheme, loss in grid:
+        rounds = args.rounds if model == "cnn" else args.resnet_rounds
+        key = {"scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model}
+        seen = [d for d in done if all(d[k] == v for k, v in key.items())]
+        for result in seen[: args.repeats]:
+            print(row(result), flush=True)
+        for _ in range(args.repeats - len(seen)):
+            result = point(scheme, loss, rate, n, model, rounds)
+            print(row(result), flush=True)
+            if args.out:
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""``tcp_loss``: what IP packet loss costs a message over TCP, fitted to the network box.
+
+Over TCP a lost IP packet is never an erased message: TCP resends it, and the message
+arrives late. How late depends on the message's size, the loss, and the link. Measured
+in the box (``bench/netns_tcp.py``: Linux TCP with BBR and RACK-TLP, a 200 ms minimum
+retransmission timeout, messages after an idle gap), two kinds of loss make the delay:
+
+* **recovered fast**: a lost packet with enough packets after it to reveal the loss is
+  resent within the flow, which costs ``c = fast_frames·frame/rate + fast_seconds``
+  (``frame`` = ``mtu + 14`` bytes on the link). Each of the message's ``N = ⌈size /
+  (mtu − 52)⌉`` data packets is lost with probability ``ip_loss``, so there are
+  ``L ~ Binomial(N, ip_loss)`` of them;
+* **timed out**: the loss of one of the message's last packets (nothing after it to
+  reveal it) or of a resent packet waits for the retransmission timeout, ``timeout``
+  seconds each. Their number is ``K ~ Poisson(ip_loss·tail + N·ip_loss²·resend)``: about
+  ``tail`` packets at the end, and a share ``resend`` of the resent packets lost again.
+
+A message of ``size`` bytes over a link of ``rate`` bytes/s (``inf``: its time on the
+wire is not the point, only the timeouts and ``fast_seconds`` remain) then takes
+``L·c + K·timeout`` seconds more than it would without loss. The defaults are the fit
+to the box's measurements (docs/simulator.md has the fit, its command and its limits).
+
+As a delay model each worker's round pays it twice, from independent draws: for the
+weights' broadcast (``links.payload`` bytes at the broadcast's rate per copy) and for
+its packet (``size`` bytes at its uplink's rate). It loses no packet, so the protocol
+never retransmits for it; :attr:`loss_rate` is the IP loss it models.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gclab.errors import ConfigError
+from gclab.network import draws
+from gclab.network.base import DelayModel, non_negative, probability
+from gclab.network.links import Links
+
+#: IP, TCP and TCP's timestamp option: the bytes of a packet that carry no payload.
+HEADERS = 52
+#: The Ethernet header the links' shapers count beside an IP packet.
+FRAMING = 14
+
+
+class TcpLoss(DelayModel):
+    """Delays from TCP recovering lost IP packets (see the module docstring)."""
+
+    sized = True
+
+    def __init__(
+        self,
+        ip_loss: float = 0.01,
+        mtu: int = 9000,
+        fast_frames: float = 2.87,
+        fast_seconds: float = 0.00125,
+        timeout: float = 0.246,
+        tail: float = 2.04,
+        resend: float = 0.48,
+    ) -> None:
+        self.ip_loss = probability("ip_loss", ip_loss, below_one=True)
+        if isinstance(mtu, bool) or not isinstance(mtu, int) or not 576 <= mtu <= 65535:
+            raise ConfigError(
+                f"mtu={mtu!r} is invalid: it must be an integer number of bytes in 576..65535 "
+                "(1500: Ethernet, 9000: jumbo frames).",
+                param="mtu",
+            )
+        self.mtu = mtu
+        self.fast_frames = non_negative("fast_frames", fast_frames)
+        self.fast_seconds = non_negative("fast_seconds", fast_seconds)
+        self.timeout = non_negative("timeout", timeout)
+        self.tail = non_negative("tail", tail)
+        self.resend = non_negative("resend", resend)
+
+    @property
+    def loss_rate(self) -> float:
+        """The IP packet loss it models (no message is ever lost)."""
+        return self.ip_loss
+
+    def transfer_delays(
+        self, round: int, n: int, seed: int, size: float, links: Links
+    ) -> np.ndarray:
+        rng = draws.generator(seed, draws.TRANSFER, round)
+        copy = links.broadcast / n  # each worker's copy of the weights, all sent together
+        down = self.extra(rng, np.full(n, links.payload), copy) if links.payload else 0.0
+        return down + self.extra(rng, np.full(n, size), links.uplink)
+
+    def extra(self, rng: np.random.Generator, sizes: np.ndarray, rate: float) -> np.ndarray:
+        """Seconds beyond their time on the wire that messages of ``sizes`` bytes take
+        over a link of ``rate`` bytes/s: one draw per message from ``rng``."""
+        packets = np.ceil(np.asarray(sizes, dtype=np.float64) / (self.mtu - HEADERS))
+        p = self.ip_loss
+        fast = rng.binomial(packets.astype(np.int64), p)
+        # an empty message (no bytes modelled) sends nothing, so nothing times out
+        timeouts = rng.poisson(
+            np.where(packets > 0, p * self.tail + packets * p * p * self.resend, 0)
+        )
+        frame = 0.0 if math.isinf(rate) else (self.mtu + FRAMING) / rate
+        return fast * (self.fast_frames * frame + self.fast_seconds) + timeouts * self.timeout
