@@ -22,9 +22,9 @@ box's, bytes per round (box: what the nodes' links carried up, retransmissions
 included; clock: the packets it charges) and the rounds that waited. The load average
 before each box run is printed beside it: other jobs on the machine slow both.
 
-    python bench/netns_clock.py                    # the grid: 4 schemes x 4 losses x 2 rates x n=4,8 x cnn,resnet18
-    python bench/netns_clock.py --models cnn --out grid.jsonl     # resumable: done points are skipped
-    python bench/netns_clock.py --quick            # classic_fr, n=4, cnn, 12.5 MB/s, loss 0 and 2 %
+    python bench/netns_clock.py                # 4 schemes x 4 losses x 2 rates x n=4,8 x 2 models
+    python bench/netns_clock.py --models cnn --out grid.jsonl   # resumable: skips points done
+    python bench/netns_clock.py --quick        # classic_fr, n=4, cnn, 12.5 MB/s, loss 0 and 2 %
 """
 
 from __future__ import annotations
@@ -170,8 +170,8 @@ def row(result: dict) -> str:
 
 HEADER = (
     "| scheme | n | model | MB/s | loss % | load | box median / p95 s | box MB up per round "
-    "| box waited | none: median / p95 (ratio), waited | tcp_loss | bernoulli | clock MB per round |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| box waited | none: median / p95 (ratio), waited | tcp_loss | bernoulli "
+    "| clock MB per round |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
