@@ -11,16 +11,19 @@ Each grid point (scheme, IP loss, link bandwidth, n, model) trains twice:
   goodput; one actor per worker timed by the wall (``cluster.compute_time=wall``, the
   box's workers compete for the same cores).
 
-The virtual run's recorded compute times are then replayed (the round protocol on the
-same compute seconds, :func:`gclab.study.replay.replay_rounds`) under three delay
-models, so that they differ only in the model: ``none`` (the clock with bytes, no loss:
-the virtual run itself), ``tcp_loss`` with ``ip_loss`` = the box's loss (the model fitted
-to TCP, :mod:`gclab.network.tcp_loss`) and the papers' erasure model, ``bernoulli`` with
-``p`` = the loss and ``network.rto=0.5``. Per point and model the table gives the median
-and 95th percentile round (the first, warm-up round left out), the ratio of each to the
-box's, bytes per round (box: what the nodes' links carried up, retransmissions
-included; clock: the packets it charges) and the rounds that waited. The load average
-before each box run is printed beside it: other jobs on the machine slow both.
+Each prediction is the round protocol run on recorded compute times
+(:func:`gclab.study.replay.replay_rounds`) under one delay model: ``none`` (the clock
+with bytes, no loss model), ``tcp_loss`` with ``ip_loss`` = the box's loss (the model
+fitted to TCP, :mod:`gclab.network.tcp_loss`) and the papers' erasure model,
+``bernoulli`` with ``p`` = the loss and ``network.rto=0.5``; and on two sets of compute
+times: the box run's own (``worker_s``: what each worker measured of its compute, so
+that the prediction differs from the box only in the network) and the virtual run's
+(``none`` on them is the virtual run itself). Per point and model the table gives the
+median and 95th percentile round (the first, warm-up round left out) and their ratios
+to the box's, the rounds that waited, and bytes per round (box: what the nodes' links
+carried up, retransmitted packets included; clock: the packets it charges). The load
+average before each box run is printed beside it: other jobs on the machine slow both
+runs, and not alike.
 
     python bench/netns_clock.py                # 4 schemes x 4 losses x 2 rates x n=4,8 x 2 models
     python bench/netns_clock.py --models cnn --out grid.jsonl   # resumable: skips points done
@@ -96,16 +99,16 @@ def train(args: list[str], out: Path) -> tuple[list[dict], dict]:
     return rounds, json.loads((out / "summary.json").read_text())
 
 
-def replay(overrides: list[str], rounds: list[dict], jobs: int) -> list[dict]:
-    """The recorded rounds' compute and server seconds under ``overrides``' delay model."""
+def replay(overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: int) -> list[dict]:
+    """Rounds of ``compute[r, w]`` seconds (and ``server[r]`` seconds of the server's work)
+    on the virtual clock of ``overrides``, with its delay model."""
     cfg = compose_config(overrides)
     scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
     model = instantiate(cfg.model, num_classes=10)
     payload = 4 * sum(p.numel() for p in model.parameters())
     network = NetworkConfig(**cfg.network)
     protocol = RoundProtocol(network, instantiate(cfg.delay), scheme.n, cfg.seed, payload=payload)
-    compute = np.array([r["compute_s"] for r in rounds])
-    out = replay_rounds(scheme, protocol, compute, jobs, server=recorded_server_time(rounds))
+    out = replay_rounds(scheme, protocol, compute, jobs, server=server)
     return [
         {"round_time": r.outcome.duration, "bytes": r.outcome.bytes, "waited": r.outcome.waited}
         for r in out.rounds
@@ -124,13 +127,15 @@ def stats(rounds: list[dict]) -> dict[str, float]:
 
 
 def point(scheme: str, loss: float, rate: float, n: int, model: str, rounds: int) -> dict:
-    """Train one grid point on the box and on the virtual clock; every model's numbers."""
+    """Train one grid point on the box and on the virtual clock; every model's numbers,
+    on the box's own compute times and on the virtual run's."""
     base = common(scheme, n, model, rounds)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         box_args = [
             *base, "cluster=netns", f"cluster.nodes={NODES}", f"cluster.link.bandwidth={rate}",
             f"cluster.link.loss={loss}", f"cluster.mtu={MTU}", "network.clock=wall",
+            "cluster.compute_time=wall",
         ]  # fmt: skip
         box_rounds, summary = train(box_args, Path(tmp) / "box")
         virtual = [*base, "cluster=local", f"cluster.actors={n}", "cluster.compute_time=wall"]
@@ -141,37 +146,53 @@ def point(scheme: str, loss: float, rate: float, n: int, model: str, rounds: int
     result = {
         "scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model,
         "rounds": rounds, "load": load, "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost},
+        "virtual_run": stats(virtual_rounds),
     }  # fmt: skip
+    sources = {
+        "on_box": (box_rounds, "worker_s"),
+        "on_virtual": (virtual_rounds, "compute_s"),
+    }
     for name, delay in MODELS.items():
         if name != "none" and loss == 0:
             continue
-        result[name] = stats(replay([*virtual, *delay(loss)], virtual_rounds, rounds))
+        for source, (recorded, key) in sources.items():
+            compute = np.array([r[key] for r in recorded])
+            server = recorded_server_time(recorded)
+            result[f"{name}_{source}"] = stats(
+                replay([*virtual, *delay(loss)], compute, server, rounds)
+            )
     return result
 
 
-def row(result: dict) -> str:
-    """One markdown row: the point, the box, and each model beside it (ratio to the box)."""
+def rows(result: dict) -> list[str]:
+    """Markdown rows of a point: the box beside each model, on each compute source."""
     box = result["box"]
-    cells = [
+    head = [
         result["scheme"], str(result["n"]), result["model"], f"{result['rate'] / 1e6:g}",
         f"{100 * result['loss']:g}", f"{result['load']:.1f}",
-        f"{box['median']:.3f} / {box['p95']:.3f}", f"{box['bytes'] / 1e6:.2f}", str(box["waited"]),
+        f"{box['median']:.3f} / {box['p95']:.3f}", str(box["waited"]),
+        f"{box['bytes'] / 1e6:.2f}",
     ]  # fmt: skip
+    out = []
     for name in MODELS:
-        got = result.get(name)
-        if got is None:
-            cells.append("–")
-            continue
-        ratio = f"×{got['median'] / box['median']:.2f} / ×{got['p95'] / box['p95']:.2f}"
-        cells.append(f"{got['median']:.3f} / {got['p95']:.3f} ({ratio}), {got['waited']}")
-    cells.append(f"{result['none']['bytes'] / 1e6:.2f}")
-    return "| " + " | ".join(cells) + " |"
+        cells = [name]
+        for source in ("on_box", "on_virtual"):
+            got = result.get(f"{name}_{source}")
+            if got is None:
+                break
+            ratio = f"×{got['median'] / box['median']:.2f} / ×{got['p95'] / box['p95']:.2f}"
+            cells.append(f"{got['median']:.3f} / {got['p95']:.3f} ({ratio})")
+        else:
+            cells += [str(got["waited"]), f"{got['bytes'] / 1e6:.2f}"]
+            out.append("| " + " | ".join(head + cells) + " |")
+    return out
 
 
 HEADER = (
-    "| scheme | n | model | MB/s | loss % | load | box median / p95 s | box MB up per round "
-    "| box waited | none: median / p95 (ratio), waited | tcp_loss | bernoulli "
-    "| clock MB per round |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "| scheme | n | model | MB/s | loss % | load | box median / p95 s | box waited "
+    "| box MB up per round | model | on the box's compute: median / p95 s (× box) "
+    "| on the virtual run's | waited | clock MB per round |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -202,10 +223,10 @@ def main() -> None:
         key = {"scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model}
         seen = [d for d in done if all(d[k] == v for k, v in key.items())]
         for result in seen[: args.repeats]:
-            print(row(result), flush=True)
+            print("\n".join(rows(result)), flush=True)
         for _ in range(args.repeats - len(seen)):
             result = point(scheme, loss, rate, n, model, rounds)
-            print(row(result), flush=True)
+            print("\n".join(rows(result)), flush=True)
             if args.out:
                 with open(args.out, "a") as f:
                     f.write(json.dumps(result) + "\n")

@@ -361,9 +361,13 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
         wall = time.perf_counter() - wall_start
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
+        # the wall clock's compute_s is when results came back; keep what workers measured
+        wall_clock = plan.protocol.network.clock == "wall"
+        worker = calls.seconds(np.arange(scheme.n)).tolist() if wall_clock else None
         record = recorder.round(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults,
             1e3 * server_seconds, float(np.mean(coverage)) if coverage else scheme.decoded_coverage,
+            worker,
         )  # fmt: skip
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         finished = not done and server.next_job >= plan.num_jobs  # the last job is applied

@@ -99,11 +99,15 @@ class RunRecorder:
         faults: dict[str, int],
         server_ms: float = math.nan,
         coverage: float = 1.0,
+        worker: list[float] | None = None,
     ) -> dict[str, Any]:
         """Record round ``r``: the protocol's outcome, jobs decoded and applied (in order).
 
         ``compute`` (each worker's measured compute seconds) goes to metrics.jsonl only:
-        with it the simulator can replay the round exactly. ``server_ms`` is the measured
+        with it the simulator can replay the round exactly. On the wall clock, where
+        ``compute`` is when each worker's result came back, ``worker`` is the seconds each
+        worker measured itself (``cluster.compute_time``), recorded as ``worker_s``: what
+        the virtual clock would have been given. ``server_ms`` is the measured
         decode and optimizer steps, whether or not the clock charged them (``server_time``
         is what it charged), so a replay can charge them later. ``coverage`` is the
         fraction of the batch gradient recovered for the jobs the round decoded (1 when
@@ -143,6 +147,7 @@ class RunRecorder:
                 "train_loss": train_loss,
                 **faults,
                 "compute_s": compute,
+                **({} if worker is None else {"worker_s": worker}),
             }
         )
 

@@ -62,6 +62,8 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(tmp_path, monkeypatch, sc
         assert record["round_time"] == out.duration + record["server_time"] > out.duration
         assert record["lost"] == out.lost.sum()
         assert record["compute_s"] == out.compute.tolist()
+        # what each worker measured itself, before its result came back
+        assert all(0 < w <= c for w, c in zip(record["worker_s"], record["compute_s"]))
         virtual = replay.run_round(r, Finished(out.compute), decoder, lambda rr, w: None)
         for job in virtual.decodable:
             decoder.decode(job)

@@ -1,0 +1,101 @@
+"""``delay=tcp_loss``: IP loss under TCP as message delays, a function of size, loss and rate.
+
+The draws follow the model's law (their mean is its formula), grow with size and loss,
+are seeded per round, reach every round of both engines through the round protocol
+(the weights' broadcast and each packet), never erase a packet, and the fast search
+leaves the model to the engine.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gclab.coding.classic import ClassicFR
+from gclab.errors import ConfigError
+from gclab.network import NetworkConfig
+from gclab.network.base import DelayModel
+from gclab.network.links import Links
+from gclab.network.tcp_loss import HEADERS, TcpLoss
+from gclab.sim.engine import simulate
+from gclab.sim.fast import fast_results
+from gclab.sim.search import grid, scheme_option
+from helpers.config import assert_one_sentence
+
+CNN = 1_427_240  # bytes of the small CNN's gradient
+
+
+def mean_extra(model: TcpLoss, size: float, rate: float) -> float:
+    """The model's expected extra seconds: E[L]·c + E[K]·timeout."""
+    packets = math.ceil(size / (model.mtu - HEADERS))
+    p = model.ip_loss
+    fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds
+    timeouts = p * model.tail + packets * p * p * model.resend
+    return packets * p * fast + timeouts * model.timeout
+
+
+@pytest.mark.parametrize(("loss", "size", "rate"), [(0.02, CNN, 1.25e7), (0.05, 44.7e6, 1.25e8)])
+def test_draws_follow_the_model(loss, size, rate) -> None:
+    model = TcpLoss(ip_loss=loss)
+    extra = model.extra(np.random.default_rng(1), np.full(20_000, size), rate)
+    assert extra.mean() == pytest.approx(mean_extra(model, size, rate), rel=0.05)
+    assert (extra >= 0).all() and (extra == 0).any() == (size < 1e7)  # big ones always lose
+
+
+def test_no_loss_and_no_bytes_cost_nothing() -> None:
+    rng = np.random.default_rng(0)
+    assert not TcpLoss(ip_loss=0.0).extra(rng, np.full(100, CNN), 1.25e7).any()
+    assert not TcpLoss(ip_loss=0.05).extra(rng, np.zeros(100), 1.25e7).any()
+
+
+def test_more_loss_bigger_messages_and_slower_links_cost_more() -> None:
+    def mean(loss: float, size: float, rate: float) -> float:
+        rng = np.random.default_rng(0)
+        return TcpLoss(ip_loss=loss).extra(rng, np.full(4000, size), rate).mean()
+
+    assert mean(0.005, CNN, 1.25e7) < mean(0.02, CNN, 1.25e7) < mean(0.05, CNN, 1.25e7)
+    assert mean(0.02, CNN, 1.25e7) < mean(0.02, 10 * CNN, 1.25e7)
+    assert mean(0.02, 10 * CNN, 1.25e8) < mean(0.02, 10 * CNN, 1.25e7)
+    assert mean(0.02, CNN, math.inf) > 0  # timeouts remain on an unlimited link
+
+
+def test_a_round_pays_for_the_broadcast_and_the_packet_seeded_per_round() -> None:
+    links = Links(uplink=6.25e6, broadcast=5e7, payload=CNN)  # 4 workers: 12.5 MB/s a copy
+    model = TcpLoss(ip_loss=0.05)
+    first = model.transfer_delays(3, 4, 7, CNN, links)
+    assert np.array_equal(first, model.transfer_delays(3, 4, 7, CNN, links))
+    assert not np.array_equal(first, model.transfer_delays(4, 4, 7, CNN, links))
+    rounds = np.array([model.transfer_delays(r, 4, 7, CNN, links) for r in range(4000)])
+    down = mean_extra(model, CNN, 1.25e7)
+    assert rounds.mean() == pytest.approx(down + mean_extra(model, CNN, 6.25e6), rel=0.05)
+    assert not model.lost(3, 4, 7).any() and model.loss_rate == 0.05
+    assert DelayModel().transfer_delays(3, 4, 7, CNN, links).tolist() == [0.0] * 4
+
+
+def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> None:
+    network = NetworkConfig(bandwidth=6.25e6, broadcast_bandwidth=5e7)
+    scheme = ClassicFR(4, s=1)
+    plain = simulate(scheme, DelayModel(), network, 60, seed=0, payload_bytes=CNN)
+    lossy = simulate(scheme, TcpLoss(ip_loss=0.05), network, 60, seed=0, payload_bytes=CNN)
+    assert (lossy.durations >= plain.durations).all()
+    assert lossy.total_time > plain.total_time and not lossy.lost.any()
+    none = simulate(scheme, TcpLoss(ip_loss=0.0), network, 60, 0, payload_bytes=CNN)
+    assert none.total_time == plain.total_time
+    node = scheme_option("classic_cr")
+    args = (TcpLoss(ip_loss=0.05), network, 10, 0, 0.0, CNN)
+    assert fast_results("classic_cr", node, 8, grid(node, 8), *args) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "pattern"),
+    [({"ip_loss": 1}, r"^ip_loss=1 is invalid: it must be a probability in \[0, 1\)"),
+     ({"ip_loss": -0.1}, r"^ip_loss=-0\.1 is invalid"),
+     ({"mtu": 100}, r"^mtu=100 is invalid: it must be an integer number of bytes in 576\.\.65535"),
+     ({"timeout": -1}, r"^timeout=-1 is invalid: it must be >= 0")],
+)  # fmt: skip
+def test_bad_values_fail_in_one_sentence(kwargs, pattern) -> None:
+    with pytest.raises(ConfigError) as info:
+        TcpLoss(**kwargs)
+    assert_one_sentence(str(info.value), pattern)
