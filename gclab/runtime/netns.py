@@ -192,14 +192,14 @@ class NetnsCluster(Cluster):
         """Start the Ray head and the nodes, connect the driver, wait for every node."""
         deadline = time.monotonic() + max(self.timeout, STARTUP_SECONDS)
         head = ["--head", f"--port={GCS_PORT}", "--num-cpus=0", "--include-dashboard=false"]
+        _finish(_ray_start(box, 0, temp, [*head, SETTINGS], self.object_store), temp, 0, deadline)
         address = f"{box.address(0)}:{GCS_PORT}"
         node = [f"--address={address}", f"--num-cpus={self.node_cpus()}"]
-        # all at once: a node's `ray start` waits for the head's GCS to answer
+        # the nodes together, once the head is up (a node needs the head's record in the GCS)
         starts = [
-            _ray_start(box, k, temp, [*head, SETTINGS] if k == 0 else node, self.object_store)
-            for k in range(self.nodes + 1)
+            _ray_start(box, k, temp, node, self.object_store) for k in range(1, self.nodes + 1)
         ]
-        for k, proc in enumerate(starts):
+        for k, proc in enumerate(starts, start=1):
             _finish(proc, temp, k, deadline)
         start_or_join(address, node_ip=box.address(0))
         while sum(n["Alive"] for n in ray.nodes()) < self.nodes + 1:

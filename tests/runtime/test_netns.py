@@ -28,7 +28,7 @@ RATE = 2.5e6
 BOX = [
     *[o for o in TINY if not o.startswith("train.rounds")],
     "cluster=netns", "cluster.nodes=2", "cluster.workers=4", "scheme=classic_fr",
-    f"cluster.link.bandwidth={RATE}", "network.clock=wall", "cluster.timeout=60",
+    f"cluster.link.bandwidth={RATE}", "network.clock=wall",
 ]  # fmt: skip
 
 
