@@ -186,10 +186,12 @@ class Box:
             _ip(ns, "link", "set", "eth0", "up")
             _run("nft", "-f", "-", ns=ns, text=_rules(link.loss))
 
-    def processes(self) -> list[int]:
-        """Pids of the processes in the box's namespaces, this process left out."""
+    def processes(self, node: int | None = None) -> list[int]:
+        """Pids of the processes in node ``node``'s namespace (0: the head; ``None``: in
+        any of the box's), this process left out."""
+        spaces = [self.head, *self.nodes]
         pids: set[int] = set()
-        for ns in [self.head, *self.nodes]:
+        for ns in spaces if node is None else [spaces[node]]:
             pids.update(_pids(ns))
         pids.discard(os.getpid())
         return sorted(pids)

@@ -61,6 +61,8 @@ AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
 #: background's: on a busy machine the wall clock would measure the others' work). The
 #: head hands its system config to every node.
 SETTINGS = '--system-config={"worker_niceness": 0}'
+#: What ``ray start`` says when its raylet did not register within Ray's 30 s.
+RAYLET_SLOW = "The current node timed out during startup"
 #: Runs ``ray start`` with this interpreter (so a node imports the driver's gclab).
 RAY_CLI = "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"
 
@@ -192,15 +194,11 @@ class NetnsCluster(Cluster):
         """Start the Ray head and the nodes, connect the driver, wait for every node."""
         deadline = time.monotonic() + max(self.timeout, STARTUP_SECONDS)
         head = ["--head", f"--port={GCS_PORT}", "--num-cpus=0", "--include-dashboard=false"]
-        _finish(_ray_start(box, 0, temp, [*head, SETTINGS], self.object_store), temp, 0, deadline)
+        _up(box, temp, {0: [*head, SETTINGS]}, self.object_store, deadline)
         address = f"{box.address(0)}:{GCS_PORT}"
         node = [f"--address={address}", f"--num-cpus={self.node_cpus()}"]
         # the nodes together, once the head is up (a node needs the head's record in the GCS)
-        starts = [
-            _ray_start(box, k, temp, node, self.object_store) for k in range(1, self.nodes + 1)
-        ]
-        for k, proc in enumerate(starts, start=1):
-            _finish(proc, temp, k, deadline)
+        _up(box, temp, {k: node for k in range(1, self.nodes + 1)}, self.object_store, deadline)
         start_or_join(address, node_ip=box.address(0))
         while sum(n["Alive"] for n in ray.nodes()) < self.nodes + 1:
             if time.monotonic() > deadline:
@@ -262,9 +260,37 @@ def _minus(after: Mapping[str, int], before: Mapping[str, int]) -> dict[str, int
     return {key: after[key] - before.get(key, 0) for key in after}
 
 
+def _up(box: Box, temp: Path, starts: Mapping[int, list[str]], store: int, deadline: float) -> None:
+    """``ray start`` node ``k`` with ``starts[k]`` (0: the head) for every ``k`` at once,
+    and wait until all are up.
+
+    Ray gives a starting raylet 30 s to register with the GCS, a constant in its code; a
+    machine busy enough to miss it fails the start, which is tried again (the node's
+    processes killed first) until ``deadline``. Another failure, or the deadline, raises
+    with the node's log.
+    """
+    running = {k: _ray_start(box, k, temp, args, store) for k, args in starts.items()}
+    while running:
+        k, proc = running.popitem()
+        try:
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code == 0:
+            continue
+        log = (temp / f"{k}.log").read_text(errors="replace")
+        if RAYLET_SLOW in log and time.monotonic() < deadline:
+            netbox.stop(box.processes(k))
+            running[k] = _ray_start(box, k, temp, starts[k], store)
+            continue
+        what = "the head" if k == 0 else f"node {k}"
+        raise RuntimeError(f"ray start of {what} in the box failed ({code}):\n{log[-2000:]}")
+
+
 def _ray_start(box: Box, k: int, temp: Path, args: list[str], store: int) -> subprocess.Popen:
     """``ray start`` in node ``k``'s namespace (0: the head), logging to ``temp/<k>.log``;
-    the command ends once its node is up (:func:`_finish` waits for it)."""
+    the command ends once its node is up."""
     ns = box.head if k == 0 else box.nodes[k - 1]
     cmd = [
         "ip", "netns", "exec", ns, sys.executable, "-c", RAY_CLI, "start", *args,
@@ -273,17 +299,3 @@ def _ray_start(box: Box, k: int, temp: Path, args: list[str], store: int) -> sub
     ]  # fmt: skip
     with open(temp / f"{k}.log", "w") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-
-
-def _finish(proc: subprocess.Popen, temp: Path, k: int, deadline: float) -> None:
-    """Wait for ``ray start`` of node ``k``; a failure or a timeout raises with its log."""
-    try:
-        code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        code = None
-    if code != 0:
-        tail = (temp / f"{k}.log").read_text(errors="replace")[-2000:]
-        what = "the head" if k == 0 else f"node {k}"
-        raise RuntimeError(f"ray start of {what} in the box failed ({code}):\n{tail}")
