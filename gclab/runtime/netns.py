@@ -45,7 +45,6 @@ from gclab.rundir.interrupts import ClusterLost
 from gclab.runtime import netbox
 from gclab.runtime.cluster import Cluster
 from gclab.runtime.netbox import Box, Link
-from gclab.runtime.pool import STARTUP_SECONDS
 from gclab.runtime.ray_start import start_or_join
 
 #: The head's GCS port (the box's namespaces have ports of their own).
@@ -61,6 +60,10 @@ AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
 #: background's: on a busy machine the wall clock would measure the others' work). The
 #: head hands its system config to every node.
 SETTINGS = '--system-config={"worker_niceness": 0}'
+#: Seconds the box's Ray nodes may take to come up, at least (``cluster.timeout`` if
+#: longer): each ``ray start`` imports Ray and starts its processes, which on a 2-core
+#: machine running other jobs took up to two minutes per node.
+STARTUP = 300.0
 #: What ``ray start`` says when its raylet did not register within Ray's 30 s.
 RAYLET_SLOW = "The current node timed out during startup"
 #: Runs ``ray start`` with this interpreter (so a node imports the driver's gclab).
@@ -192,7 +195,7 @@ class NetnsCluster(Cluster):
 
     def _start(self, box: Box, temp: Path) -> None:
         """Start the Ray head and the nodes, connect the driver, wait for every node."""
-        deadline = time.monotonic() + max(self.timeout, STARTUP_SECONDS)
+        deadline = time.monotonic() + max(self.timeout, STARTUP)
         head = ["--head", f"--port={GCS_PORT}", "--num-cpus=0", "--include-dashboard=false"]
         _up(box, temp, {0: [*head, SETTINGS]}, self.object_store, deadline)
         address = f"{box.address(0)}:{GCS_PORT}"
@@ -297,5 +300,5 @@ def _ray_start(box: Box, k: int, temp: Path, args: list[str], store: int) -> sub
         f"--node-ip-address={box.address(k)}", "--num-gpus=0", f"--object-store-memory={store}",
         f"--temp-dir={temp / str(k)}", "--disable-usage-stats",
     ]  # fmt: skip
-    with open(temp / f"{k}.log", "w") as out:
+    with open(temp / f"{k}.log", "a") as out:  # a retry's log follows the failed start's
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
