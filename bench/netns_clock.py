@@ -71,6 +71,7 @@ def common(scheme: str, n: int, model: str, rounds: int) -> list[str]:
         f"scheme={scheme}", f"cluster.workers={n}", f"model={model}", f"train.rounds={rounds}",
         "data=synthetic", "data.train_size=2048", "data.test_size=256", "train.eval_every=0",
         "train.checkpoint_every=0", "logger=none",
+        "cluster.timeout=600",  # actors that import torch on a loaded machine take minutes
     ]  # fmt: skip
 
 
