@@ -87,17 +87,26 @@ def matching(n: int, rate: float) -> list[str]:
     ]
 
 
-def train(args: list[str], out: Path) -> tuple[list[dict], dict]:
-    """``python -m gclab args`` into ``out``: its round records and summary."""
+#: What Ray says when a private Ray's raylet misses its fixed 30 s to register (a busy
+#: machine): the run is tried again, in a fresh directory.
+RAYLET_SLOW = "The current node timed out during startup"
+
+
+def train(args: list[str], out: Path, tries: int = 3) -> tuple[list[dict], dict]:
+    """``python -m gclab args`` into ``out-<try>``: its round records and summary."""
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "gclab", *args, f"hydra.run.dir={out}"],
-        cwd=ROOT, env=env, capture_output=True, text=True,
-    )  # fmt: skip
+    for attempt in range(tries):
+        run_dir = out.with_name(f"{out.name}-{attempt}")
+        proc = subprocess.run(
+            [sys.executable, "-m", "gclab", *args, f"hydra.run.dir={run_dir}"],
+            cwd=ROOT, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        if proc.returncode == 0 or RAYLET_SLOW not in proc.stderr:
+            break
     if proc.returncode != 0:
         raise RuntimeError(f"gclab {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
-    rounds = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "round"]
-    return rounds, json.loads((out / "summary.json").read_text())
+    rounds = [r for r in read_metrics(run_dir / "metrics.jsonl") if r["kind"] == "round"]
+    return rounds, json.loads((run_dir / "summary.json").read_text())
 
 
 def replay(overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: int) -> list[dict]:
