@@ -136,9 +136,11 @@ def stats(rounds: list[dict]) -> dict[str, float]:
     }
 
 
-def point(scheme: str, loss: float, rate: float, n: int, model: str, rounds: int) -> dict:
-    """Train one grid point on the box and on the virtual clock; every model's numbers,
-    on the box's own compute times and on the virtual run's."""
+def point(
+    scheme: str, loss: float, rate: float, n: int, model: str, rounds: int, virtual_run: bool
+) -> dict:
+    """Train one grid point on the box and (``virtual_run``) on the virtual clock; every
+    model's numbers, on the box's own compute times and on the virtual run's."""
     base = common(scheme, n, model, rounds)
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,18 +152,17 @@ def point(scheme: str, loss: float, rate: float, n: int, model: str, rounds: int
         box_rounds, summary = train(box_args, Path(tmp) / "box")
         virtual = [*base, "cluster=local", f"cluster.actors={n}", "cluster.compute_time=wall"]
         virtual += matching(n, rate)
-        virtual_rounds, _ = train(virtual, Path(tmp) / "virtual")
+        virtual_rounds = train(virtual, Path(tmp) / "virtual")[0] if virtual_run else None
     up = sum(node["up_bytes"] for node in summary["link_traffic"]) / len(box_rounds)
     lost = sum(node["up_lost"] + node["down_lost"] for node in summary["link_traffic"])
     result = {
         "scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model,
         "rounds": rounds, "load": load, "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost},
-        "virtual_run": stats(virtual_rounds),
     }  # fmt: skip
-    sources = {
-        "on_box": (box_rounds, "worker_s"),
-        "on_virtual": (virtual_rounds, "compute_s"),
-    }
+    sources = {"on_box": (box_rounds, "worker_s")}
+    if virtual_rounds is not None:
+        result["virtual_run"] = stats(virtual_rounds)
+        sources["on_virtual"] = (virtual_rounds, "compute_s")
     for name, delay in MODELS.items():
         if name != "none" and loss == 0:
             continue
@@ -186,22 +187,25 @@ def rows(result: dict) -> list[str]:
     out = []
     for name in MODELS:
         cells = [name]
+        on_box = result.get(f"{name}_on_box")
+        if on_box is None:
+            continue
         for source in ("on_box", "on_virtual"):
             got = result.get(f"{name}_{source}")
             if got is None:
-                break
+                cells.append("–")
+                continue
             ratio = f"×{got['median'] / box['median']:.2f} / ×{got['p95'] / box['p95']:.2f}"
             cells.append(f"{got['median']:.3f} / {got['p95']:.3f} ({ratio})")
-        else:
-            cells += [str(got["waited"]), f"{got['bytes'] / 1e6:.2f}"]
-            out.append("| " + " | ".join(head + cells) + " |")
+        cells += [str(on_box["waited"]), f"{on_box['bytes'] / 1e6:.2f}"]
+        out.append("| " + " | ".join(head + cells) + " |")
     return out
 
 
 HEADER = (
     "| scheme | n | model | MB/s | loss % | load | box median / p95 s | box waited "
     "| box MB up per round | model | on the box's compute: median / p95 s (× box) "
-    "| on the virtual run's | waited | clock MB per round |\n"
+    "| on the virtual run's | waited (on the box's) | clock MB per round |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
@@ -216,6 +220,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="rounds of a cnn point")
     parser.add_argument("--resnet-rounds", type=int, default=6, help="rounds of a resnet18 point")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument(
+        "--virtual-runs", choices=("all", "lossless"), default="all",
+        help="train the virtual run at every point, or only at those without loss (the "
+        "lossy ones are then predicted on the box's compute alone)",
+    )  # fmt: skip
     parser.add_argument("--out", help="append each point's numbers here (JSON lines); "
                         "points already in it are skipped")  # fmt: skip
     parser.add_argument("--quick", action="store_true")
@@ -235,7 +244,14 @@ def main() -> None:
         for result in seen[: args.repeats]:
             print("\n".join(rows(result)), flush=True)
         for _ in range(args.repeats - len(seen)):
-            result = point(scheme, loss, rate, n, model, rounds)
+            virtual_run = args.virtual_runs == "all" or loss == 0
+            try:
+                result = point(scheme, loss, rate, n, model, rounds, virtual_run)
+            except RuntimeError as exc:  # e.g. Ray that cannot start on a starved machine
+                why = f"{str(exc).strip().splitlines()[-1][:200]} (load {os.getloadavg()[0]:.1f})"
+                cells = [scheme, str(n), model, f"{rate / 1e6:g}", f"{100 * loss:g}"]
+                print(f"| {' | '.join(cells)} | failed: {why}; not recorded |", flush=True)
+                continue
             print("\n".join(rows(result)), flush=True)
             if args.out:
                 with open(args.out, "a") as f:
