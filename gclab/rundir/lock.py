@@ -192,12 +192,19 @@ def _holder(path: Path) -> str:
 
 def _alive(pid: int, host: str) -> bool:
     """Whether ``pid`` on ``host`` may still run (another host's: assumed so)."""
-    if host != socket.gethostname():
-        return True
+    return host != socket.gethostname() or pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs: one that exists and is not a zombie (a
+    zombie has exited; only its parent's wait is missing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:  # it ended since, or no /proc (not Linux): existing is all that is known
+        return not Path("/proc").is_dir()

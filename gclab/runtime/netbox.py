@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gclab.errors import ConfigError
+from gclab.rundir.lock import pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -247,7 +248,7 @@ def stop(pids: Sequence[int], grace: float = GRACE) -> None:
     alive = list(pids)
     while alive and time.monotonic() < deadline:
         time.sleep(0.02)
-        alive = [pid for pid in alive if _alive(pid)]
+        alive = [pid for pid in alive if pid_alive(pid)]
 
 
 def sweep() -> None:
@@ -258,7 +259,7 @@ def sweep() -> None:
         if found:
             owners.setdefault(int(found.group(1)), []).append(ns)
     for pid, namespaces in owners.items():
-        if pid != os.getpid() and not _alive(pid):
+        if pid != os.getpid() and not pid_alive(pid):
             log.warning("removing the network box of process %d, which ended without it", pid)
             with _uninterrupted():
                 _remove(namespaces)
@@ -375,16 +376,3 @@ def _devices(ns: str) -> list[str]:
     """The box's devices in ``ns``: its veths and bridge (not ``lo``)."""
     out = _run("ip", "-n", ns, "-j", "link", "show", check=False).strip()
     return [d["ifname"] for d in json.loads(out or "[]") if d["ifname"] != "lo"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie has exited: only its parent's wait is missing
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False

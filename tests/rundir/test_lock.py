@@ -64,6 +64,15 @@ def test_a_held_directory_is_refused_naming_its_holder_and_a_dead_holders_lock_i
     assert (tmp_path / LOCK_FILE).read_text() == ""
 
 
+def test_a_holder_that_exited_counts_as_dead_before_its_parent_reaps_it() -> None:
+    child = subprocess.Popen(["true"])
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, left a zombie
+    assert not lock.pid_alive(child.pid)
+    child.wait()
+    assert not lock.pid_alive(child.pid)
+    assert lock.pid_alive(os.getpid())
+
+
 def test_a_refused_check_releases_the_lock_and_leaves_its_file_alone(tmp_path: Path) -> None:
     (tmp_path / LOCK_FILE).write_text("")
     with pytest.raises(ConfigError, match="no"):
