@@ -1,34 +1,33 @@
 """What a worker's round of study v3's arms costs in compute, and why M-SGC's costs more
 per partition.
 
-    python bench/round_compute.py              # 40 rounds per arm, n = 8, the study's batches
+    python bench/round_compute.py              # 40 rounds per arm
     python bench/round_compute.py --rounds 10  # quicker
 
 Study v3's runs record ``partition_seconds``: the median worker-round's compute time
 over the partitions its load amounts to (``load · n``). M-SGC's runs measured 1.2–1.4×
-the other arms' on the same machine. This script runs the study's arms (8 workers, batch 128,
-``model=cnn``, 16 samples per shard, on synthetic data of CIFAR-10's shape) through the
-code that charged them (``WorkerHost.run_round``: weight loads, tasks, encoding, on the
-workers' CPU-time clock), with 8 workers in 2 hosts as the study's 2 actors, and prints
-side by side per arm: the tasks (passes) and weight loads of a worker's round, its
-samples, the median compute per worker-round, the seconds per partition and their ratio
-to classic_fr's. Then the cost of one pass of each size the arms use and of one weight
-load, measured alone, and what that cost model predicts for each arm's round (the rest
-of a measured round is mostly encoding: M-SGC's packets are two gradients wide).
+the other arms' on the same machine. This script runs the study's arms (8 workers,
+batch 128: 16 samples per shard, ``model=cnn``, synthetic data of CIFAR-10's shape)
+through the code that charged them (``WorkerHost.run_round``: weight loads, tasks and
+encoding on the workers' CPU-time clock), 8 workers in 2 hosts as the study's 2 actors.
+Per arm, side by side: a worker's passes (tasks), their sizes and its weight loads in a
+round, the median compute per worker-round, the seconds per partition and their ratio to
+classic_fr's. Then every pass the hosts timed in those rounds, by size, and the line
+``seconds = fixed + per_sample · samples`` fitted to them, with what it predicts for
+each arm's ratio.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
+from collections import defaultdict
 
 import numpy as np
 import torch
 from common import compose_config, machine
 
+import gclab.runtime.tasks as tasks_module
 from gclab.app import build
-from gclab.coding.contract import Part
-from gclab.ml.gradients import loss_and_gradient
 from gclab.runtime.server import ParameterServer, worker_setup
 from gclab.runtime.worker import WorkerHost, host_shards
 
@@ -45,10 +44,25 @@ ARMS = {
     "m_sgc (stale)": ["scheme=m_sgc", *SGC, "train.pipeline=stale"],
     "uncoded": ["scheme=uncoded"],
 }  # fmt: skip
+BASELINE = "classic_fr (2 models in turn)"
 
 
-def run_arm(overrides: list[str], rounds: int) -> dict:
-    """The arm's worker-rounds, charged as in training: 2 hosts of 4 workers."""
+def timed_passes() -> list[tuple[int, float]]:
+    """A list that gets ``(samples, seconds)`` of every pass the hosts compute from now on."""
+    passes: list[tuple[int, float]] = []
+    compute = tasks_module.RoundTasks._compute
+
+    def recorded(self, owner, task):
+        result = compute(self, owner, task)
+        passes.append((result.samples, result.seconds))
+        return result
+
+    tasks_module.RoundTasks._compute = recorded
+    return passes
+
+
+def run_arm(overrides: list[str], rounds: int, passes: list[tuple[int, float]]) -> dict:
+    """The arm's worker-rounds past the pipeline's fill, charged as in training."""
     plan, _ = build(compose_config([*BASE, *overrides]))
     spec, shards, _ = worker_setup(plan)
     scheme, n = plan.scheme, plan.scheme.n
@@ -56,101 +70,72 @@ def run_arm(overrides: list[str], rounds: int) -> dict:
     hosts = [WorkerHost(spec, g, {j: shards[j] for j in host_shards(scheme, g)}) for g in groups]
     state = ParameterServer(plan).state()
     decoder = scheme.decoder()
-    seconds, passes, loads, samples = [], [], [], []
+    seconds, loads = [], []
     for r in range(rounds + 2):
         decoder.begin_round(r)
         tasks = decoder.plan(r)
         weights = {t: state for t in range(max(0, r - scheme.T), r + 1)}
+        if r == 2:  # from here every slot holds a real job
+            passes.clear()
         for host, group in zip(hosts, groups, strict=True):
             report = host.run_round(r, weights, {w: tasks[w] for w in group})
-            if r >= 2:  # past the pipeline's fill, every slot holds a real job
+            if r >= 2:
                 seconds.extend(report.seconds.tolist())
-                samples.extend(report.samples.tolist())
-        if r >= 2:
-            for w in range(n):
-                passes.append(len(tasks[w]))
-                loads.append(len({t.job for t in tasks[w]}))
+                loads.extend(len({t.job for t in tasks[w]}) for w in group)
         for w in range(n):
             decoder.receive(r, w, None)
     per_shard = spec.plan.per_shard
     sizes = [round(per_shard * (scheme.parts[t.part].hi - scheme.parts[t.part].lo))
              for t in tasks[0]]  # fmt: skip
-    partitions = scheme.load * n
     median = float(np.median(seconds))
     return {
-        "host": hosts[0], "sizes": sizes,
-        "passes": float(np.mean(passes)), "loads": float(np.mean(loads)),
-        "samples": float(np.mean(samples)), "median": median,
-        "partitions": partitions, "per_partition": median / partitions,
+        "sizes": sizes, "loads": float(np.mean(loads)), "median": median,
+        "partitions": scheme.load * n, "per_partition": median / (scheme.load * n),
+        "passes": list(passes),
     }  # fmt: skip
-
-
-def pass_seconds(host: WorkerHost, size: int, repeats: int) -> float:
-    """Median CPU seconds of one task of ``size`` samples: batch, forward, backward."""
-    per_shard = host.spec.plan.per_shard
-    part = Part(next(iter(host.batches.shards)), 0.0, size / per_shard)
-    times = []
-    for job in range(repeats):
-        start = time.thread_time()
-        x, y = host.batches(job, part)
-        loss_and_gradient(host.flat, x, y, host.spec.bf16)
-        times.append(time.thread_time() - start)
-    return float(np.median(times))
-
-
-def load_seconds(host: WorkerHost, repeats: int) -> float:
-    """Median CPU seconds of loading one model's weights into the worker's model."""
-    state = host.flat.state_vector().detach().cpu().numpy().copy()
-    times = []
-    for _ in range(repeats):
-        start = time.thread_time()
-        host.flat.load_state_vector(state)
-        times.append(time.thread_time() - start)
-    return float(np.median(times))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=40, help="rounds per arm, after 2 to fill")
-    parser.add_argument("--repeats", type=int, default=60, help="timings per pass size")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print(f"# {machine()}")
-    results = {name: run_arm(overrides, args.rounds) for name, overrides in ARMS.items()}
-    base = results["classic_fr (2 models in turn)"]["per_partition"]
+    passes = timed_passes()
+    results = {name: run_arm(overrides, args.rounds, passes) for name, overrides in ARMS.items()}
+    base = results[BASELINE]["per_partition"]
     print(
-        "\n| arm | passes per round | samples per pass (worker 0) | weight loads | samples | "
-        "compute per worker-round (ms, median) | partitions (load · n) | ms per partition | "
-        "× classic_fr |"
+        "\n| arm | samples per pass (worker 0) | weight loads | compute per worker-round "
+        "(ms, median) | partitions (load · n) | ms per partition | × classic_fr |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} | {r['passes']:.2f} | {r['sizes']} | {r['loads']:.2f} | "
-              f"{r['samples']:.1f} | {1e3 * r['median']:.2f} | {r['partitions']:.2f} | "
-              f"{1e3 * r['per_partition']:.2f} | {r['per_partition'] / base:.2f} |")  # fmt: skip
-    host = results["classic_fr (2 models in turn)"]["host"]
-    sizes = sorted({s for r in results.values() for s in r["sizes"]})
-    cost = {s: pass_seconds(host, s, args.repeats) for s in sizes}
-    load = load_seconds(host, args.repeats)
-    print("\n| pass of (samples) | ms | ms per sample |")
-    print("|---|---|---|")
-    for s, c in cost.items():
-        print(f"| {s} | {1e3 * c:.2f} | {1e3 * c / s:.3f} |")
-    print(f"| a weight load | {1e3 * load:.3f} | |")
+        print(f"| {name} | {r['sizes']} | {r['loads']:.2f} | {1e3 * r['median']:.2f} | "
+              f"{r['partitions']:.2f} | {1e3 * r['per_partition']:.2f} | "
+              f"{r['per_partition'] / base:.2f} |")  # fmt: skip
+    by_size: dict[int, list[float]] = defaultdict(list)
+    for r in results.values():
+        for size, secs in r["passes"]:
+            by_size[size].append(secs)
     print(
-        "\n| arm | predicted ms per worker-round (passes + loads) | measured ms | "
-        "predicted per partition × classic_fr's |"
+        "\n| pass of (samples), in the rounds above | passes timed | ms, median | ms per sample |"
     )
     print("|---|---|---|---|")
-    predicted = {name: sum(cost[s] for s in r["sizes"]) + r["loads"] * load
-                 for name, r in results.items()}  # fmt: skip
-    classic = (
-        predicted["classic_fr (2 models in turn)"]
-        / results["classic_fr (2 models in turn)"]["partitions"]
-    )
+    for size in sorted(by_size):
+        ms = 1e3 * float(np.median(by_size[size]))
+        print(f"| {size} | {len(by_size[size])} | {ms:.2f} | {ms / size:.3f} |")
+    sizes = np.array([s for r in results.values() for s, _ in r["passes"]], dtype=float)
+    secs = np.array([t for r in results.values() for _, t in r["passes"]])
+    per_sample, fixed = np.polyfit(sizes, secs, 1)
+    print(f"\nfitted over every pass: {1e3 * fixed:.2f} ms per pass + "
+          f"{1e3 * per_sample:.3f} ms per sample")  # fmt: skip
+    print("\n| arm | its passes by the fit (ms per round) | per partition × classic_fr's |")
+    print("|---|---|---|")
+    fitted = {name: sum(fixed + per_sample * s for s in r["sizes"]) for name, r in results.items()}
+    unit = fitted[BASELINE] / results[BASELINE]["partitions"]
     for name, r in results.items():
-        ratio = predicted[name] / r["partitions"] / classic
-        print(f"| {name} | {1e3 * predicted[name]:.2f} | {1e3 * r['median']:.2f} | {ratio:.2f} |")
+        ratio = fitted[name] / r["partitions"] / unit
+        print(f"| {name} | {1e3 * fitted[name]:.2f} | {ratio:.2f} |")
 
 
 if __name__ == "__main__":
