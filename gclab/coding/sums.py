@@ -141,9 +141,8 @@ def _dot(w, x):
 def _four_rows(buf, r, inputs, weights, start, size, like, zero):
     """Rows ``r .. r+3`` of :func:`_rows`: four vectors a pass, each value read once and
     converted once for the four rows, 16 weights in registers. The last pass is padded
-    with zero vectors: at m = 2 on float pairs (l = 356,810), five and seven vectors took
-    130 µs so, and 160 µs with the remainder in passes of two and one vector (each pass
-    reads and writes the rows)."""
+    with zero vectors rather than finished in passes of two and one vector, each of which
+    would read and write the rows once more."""
     ra, rb, rc, rd = buf[r], buf[r + 1], buf[r + 2], buf[r + 3]
     for i in range(0, inputs.size, 4):
         f = _four_inputs(inputs, i, start, size, like, zero)
@@ -253,9 +252,9 @@ def _write(buf, address, lo, width, shape, like):
 
     Real weights: row ``u`` is stream ``u``. Float pairs: rows ``2u`` and ``2u + 1`` are
     ``A`` and ``B`` (module docstring) and stream ``u`` is ``A + J·B``. Position by
-    position, every stream's pair in turn, so the result is written in order: stream by
-    stream, each writing every ``m``-th pair, compiled to scatter stores and took 108 µs
-    where this takes 33 µs (``cce_cr`` m = 2 at the small CNN, 356,812 floats written).
+    position, every stream's pair in turn, so the result is written in order (stream by
+    stream, each writing every ``m``-th pair, compiles to scatter stores, several times
+    slower).
     """
     m, step = len(shape[0]), len(shape[1])
     out = _view(address, lo * m * step, width * m * step, like)
@@ -337,8 +336,8 @@ class WeightedSum:
 
     Building one picks the kernel (module docstring) and lays the weights out for it;
     calling it (:meth:`__call__`) runs the pass. A decoder keeps one per cached erasure
-    pattern, so a steady round pays for the pass and no more: preparing the weights on
-    every call (:func:`combine`) took 10–20 µs, a fifth of a decode at the small CNN.
+    pattern, so a steady round pays for the pass and no more, where :func:`combine`
+    prepares the weights on every call (a noticeable share of a decode at the small CNN).
     """
 
     def __init__(self, weights: np.ndarray) -> None:
