@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gclab.study.__main__ import main
 
@@ -42,3 +43,11 @@ def test_the_archive_holds_every_run_of_the_spec(tmp_path, capsys, spec):
     assert restore == len(archived)  # every archived run is one of the spec's
     assert real > 0 and (spec in RUNNING or restore == real + verify + corners)
     assert not out.exists()  # a dry run writes nothing
+
+
+def test_v3s_held_out_spec_is_v3s_but_its_seeds_and_map():
+    load = lambda name: yaml.safe_load((ROOT / "gclab/study" / name).read_text())  # noqa: E731
+    study, held = load("packet_loss_v3.yaml"), load("packet_loss_v3_heldout.yaml")
+    assert held.pop("seeds") == [5] and 5 not in study.pop("seeds")
+    study.pop("map")
+    assert held == study
