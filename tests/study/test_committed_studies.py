@@ -19,9 +19,10 @@ STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
     "packet_loss_v2_sgc.yaml": "docs/study-results/v2/sgc/archive",
     "packet_loss_v3.yaml": "docs/study-results/v3/archive",
     "packet_loss_v3_heldout.yaml": "docs/study-results/v3/heldout/archive",
+    "packet_loss_v3_in_turn.yaml": "docs/study-results/v3/in-turn/archive",
 }
 #: Studies still running: their archive holds some of their runs, and nothing else.
-RUNNING: set[str] = set()
+RUNNING = {"packet_loss_v3_in_turn.yaml"}
 
 
 def test_every_committed_spec_is_listed():
@@ -51,3 +52,21 @@ def test_v3s_held_out_spec_is_v3s_but_its_seeds_and_map():
     assert held.pop("seeds") == [5] and 5 not in study.pop("seeds")
     study.pop("map")
     assert held == study
+
+
+def test_v3s_in_turn_spec_is_v3s_in_turn_arms_on_more_seeds_with_v3s_own_runs():
+    load = lambda name: yaml.safe_load((ROOT / "gclab/study" / name).read_text())  # noqa: E731
+    study, more = load("packet_loss_v3.yaml"), load("packet_loss_v3_in_turn.yaml")
+    arms = ["classic_fr_x2", "sr_sgc_x2", "m_sgc_x2"]
+    assert more["schemes"] == {arm: study["schemes"][arm] for arm in arms}
+    assert more["losses"] == {"bernoulli-0.1": study["losses"]["bernoulli-0.1"]}
+    assert more.pop("report") == {**study.pop("report"), "baseline": "classic_fr_x2"}
+    for key in ("experiment", "overrides", "regime", "shortcut", "order"):
+        assert more[key] == study[key]
+    assert set(study["seeds"]) | {5} < set(more["seeds"])
+    v3 = ROOT / "docs/study-results/v3"
+    for arm in arms:  # seeds 0-5 are v3's own runs, byte for byte
+        for seed in range(6):
+            unit = Path("runs", arm, "bernoulli-0.1", f"seed{seed}.tar.xz")
+            origin = v3 / ("heldout/archive" if seed == 5 else "archive") / unit
+            assert (v3 / "in-turn/archive" / unit).read_bytes() == origin.read_bytes()
