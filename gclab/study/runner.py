@@ -268,33 +268,36 @@ class StudyRunner:
             self.record(Outcome(unit, kind, "failed", time.monotonic() - start, str(exc)))
 
     def _report(self, runs: Path, out: Path) -> list[Path]:
-        """``python -m gclab.report runs --out out`` with the spec's options. An A/A pair
-        missing from the runs (a study part-way) leaves its floor unmeasured: every
-        comparison is then not distinguishable, and the log says why."""
+        """``python -m gclab.report runs --out out`` with the spec's options, the baseline
+        and the A/A arms named as the report names their groups. An A/A pair missing from
+        the runs (a study part-way) leaves its floor unmeasured: every comparison is then
+        not distinguishable, and the log says why."""
         options = self.spec.report
         sweep = load_sweep(runs)
-        pair = options.aa or self._aa_groups(sweep, runs)
+        names = self._group_names(sweep, runs)
+        pair = options.aa or (
+            [names[label] for label in self.spec.aa] if set(self.spec.aa) <= set(names) else []
+        )
         aa = AAPair(*pair, options.aa_at) if pair else None
         if aa is not None:
             try:
                 check_aa(groups(sweep, options.smooth), aa)
             except SweepError as exc:
                 self.log(f"report {out}: the A/A floor is unmeasured: {exc}")
+        baseline = names.get(options.baseline, options.baseline)
         return write_report(
-            sweep, out, options.target, options.band, options.baseline, options.horizon, aa,
+            sweep, out, options.target, options.band, baseline, options.horizon, aa,
             options.smooth,
         )  # fmt: skip
 
-    def _aa_groups(self, sweep: Sweep, runs: Path) -> list[str]:
-        """The report's names of the spec's A/A arms (``aa``: scheme labels), found by where
-        their runs live (``runs/<label>/...``); empty until both have runs."""
-        names = {}
+    def _group_names(self, sweep: Sweep, runs: Path) -> dict[str, str]:
+        """The report's group name of each scheme label's runs, found by where they live
+        (``runs/<label>/...``): a spec names its baseline and A/A arms by label."""
+        names: dict[str, str] = {}
         for group in groups(sweep, self.spec.report.smooth):
             for run in group.runs:
-                label = run.path.relative_to(runs).parts[0]
-                if label in self.spec.aa:
-                    names.setdefault(label, group.name)
-        return [names[label] for label in self.spec.aa] if len(names) == 2 else []
+                names.setdefault(run.path.relative_to(runs).parts[0], group.name)
+        return names
 
     def partition_compute(self) -> float | None:
         """The normalised clock's seconds per partition gradient (``report.partition_compute``):

@@ -66,6 +66,8 @@ class Regime:
 @dataclass
 class ReportOptions:
     target: float | None = None
+    #: The arm every other is compared with: a scheme label of the spec (its runs' group)
+    #: or a group's name as the report's tables show it.
     baseline: str | None = None
     band: str = "ci"
     #: Seconds per partition gradient of the normalised clock (``normalised/``): a number,

@@ -3,6 +3,7 @@ and verification run there, so the documents' rebuild commands train nothing."""
 
 from __future__ import annotations
 
+import csv
 import re
 from pathlib import Path
 
@@ -10,6 +11,9 @@ import pytest
 import yaml
 
 from gclab.study.__main__ import main
+from gclab.study.archive import archive_path, restore_run
+from gclab.study.runner import StudyRunner
+from gclab.study.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
@@ -22,7 +26,7 @@ STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
     "packet_loss_v3_in_turn.yaml": "docs/study-results/v3/in-turn/archive",
 }
 #: Studies still running: their archive holds some of their runs, and nothing else.
-RUNNING = {"packet_loss_v3_in_turn.yaml"}
+RUNNING: set[str] = set()
 
 
 def test_every_committed_spec_is_listed():
@@ -70,3 +74,19 @@ def test_v3s_in_turn_spec_is_v3s_in_turn_arms_on_more_seeds_with_v3s_own_runs():
             unit = Path("runs", arm, "bernoulli-0.1", f"seed{seed}.tar.xz")
             origin = v3 / ("heldout/archive" if seed == 5 else "archive") / unit
             assert (v3 / "in-turn/archive" / unit).read_bytes() == origin.read_bytes()
+
+
+def test_a_baseline_named_by_its_label_is_compared_under_its_groups_name(tmp_path):
+    """The in-turn spec names its baseline by label (classic_fr_x2); the report names the
+    group by its scheme (classic_fr): the runner translates, so every arm has its ratio."""
+    spec = load_spec(ROOT / "gclab/study/packet_loss_v3_in_turn.yaml")
+    archive = ROOT / STUDIES["packet_loss_v3_in_turn.yaml"] / "runs"
+    for arm in spec.schemes:
+        for seed in (0, 1):
+            unit = f"{arm}/bernoulli-0.1/seed{seed}"
+            restore_run(archive_path(archive, unit), tmp_path / "runs" / unit)
+    StudyRunner(spec, tmp_path, log=lambda _: None).write_report()
+    with (tmp_path / "report/time_to_target.csv").open(newline="") as f:
+        rows = {row["series"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"classic_fr", "sr_sgc", "m_sgc"}
+    assert all(row["pairs"] == "2" for row in rows.values())
