@@ -13,7 +13,8 @@ load)·slope`` at the scheme's load ``L``, clipped at 0. A *scenario* is 256 wor
 100 jobs, μ = 1 and ``network.recovery=wait_all`` (the papers' rule) on
 
 * a sudden change: regime A for the rounds before job ``c``, then regime B from its
-  first round, for every ordered pair A ≠ B and ``c`` in ``--changes`` (25, 50, 75);
+  first round, for every ordered pair A ≠ B and ``c`` in ``--changes`` (25, 35, 50, 65,
+  75);
 * or a stationary regime: A alone;
 
 at each ``delay.slope`` of ``--slopes`` (2.2, the papers' and ``delay=trace``'s default;
@@ -27,9 +28,11 @@ at each ``delay.slope`` of ``--slopes`` (2.2, the papers' and ``delay=trace``'s 
 Candidate sets (``--sets``): ``family``, the ``classic_cr`` family alone (what
 ``adapt=search`` chooses among with ``scheme=classic_cr`` and ``adapt.schemes`` left
 null), and ``papers``, the SGC papers' four schemes (``uncoded``, ``classic_cr``,
-``sr_sgc``, ``m_sgc``) over their full grids. The defaults were chosen on the *tuning*
-scenarios (changes at job 50 and stationary regimes, slope 2.2); every other scenario
-(changes at jobs 25 and 75, slope 0.31) is *held out* and was not run while choosing them.
+``sr_sgc``, ``m_sgc``) over their full grids. Each group of scenarios has a *role* in
+how the defaults were chosen (:func:`role`, docs/simulator.md): *tuning* (changes at
+job 50 and stationary regimes, slope 2.2), *seen* (looked at while choosing the
+switching rule) or *held out* (changes at jobs 30 and 70, first run with the defaults
+chosen).
 
 Printed: per candidate set, slope and change point, the distribution of adaptive ÷ best
 fixed in hindsight (median, 90th percentile, worst, how many above 1.15; stationary:
@@ -64,8 +67,17 @@ from gclab.sim.search import Trial, scheme_option, search
 TRACES = SHARED / "traces"
 SETS = {"family": ("classic_cr",), "papers": ("uncoded", "classic_cr", "sr_sgc", "m_sgc")}
 N, JOBS, PROBE = 256, 100, 16
-#: The scenarios the defaults were chosen on.
+#: The scenarios the defaults were chosen on, and the change points first run with them.
 TUNING = {"slope": 2.2, "changes": (50,)}
+HELD_OUT = (30, 70)
+
+
+def role(slope: float, change: int) -> str:
+    """``tuning``, ``held out`` or ``seen`` (looked at while choosing the defaults): the
+    role of the scenarios at ``slope`` with a change at job ``change`` (0: stationary)."""
+    if slope == TUNING["slope"] and change in (0, *TUNING["changes"]):
+        return "tuning"
+    return "held out" if change in HELD_OUT else "seen"
 
 
 class Spliced(DelayModel):
@@ -97,10 +109,6 @@ class Scenario:
     change: int
     slope: float
     candidates: str
-
-    @property
-    def tuning(self) -> bool:
-        return self.slope == TUNING["slope"] and self.change in (0, *TUNING["changes"])
 
     def delay(self) -> DelayModel:
         first = Trace(str(TRACES / f"{self.first}.npz"), slope=self.slope)
@@ -169,7 +177,7 @@ def evaluate(job: tuple[Scenario, str, dict]) -> dict:
     result = simulate_adaptive(start, controller, delay, network, JOBS, 0)
     best = trials[0].result.total_time
     return {
-        **asdict(scenario), "tuning": scenario.tuning, "recovery": recovery,
+        **asdict(scenario), "recovery": recovery,
         "best": best, "best_setting": trials[0].result.scheme, "start": probe.result.scheme,
         "staying": staying.result.total_time, "adaptive": result.total_time,
         "ratio": result.total_time / best, "switches": len(controller.switches),
@@ -186,7 +194,7 @@ def _start_worker() -> None:
 def report(records: list[dict]) -> None:
     """The distribution tables and the worst scenarios."""
     print(
-        "| candidates | slope | change at job | scenarios | tuning | adaptive ÷ best: median "
+        "| candidates | slope | change at job | scenarios | role | adaptive ÷ best: median "
         "| p90 | worst | above the bar | adaptive ÷ staying: median | decisions per run "
         "| decision ms (mean) |"
     )
@@ -202,7 +210,7 @@ def report(records: list[dict]) -> None:
         staying = np.median([r["adaptive"] / r["staying"] for r in rows])
         print(
             f"| {candidates} | {slope} | {change or 'stationary'} | {len(rows)} "
-            f"| {'yes' if rows[0]['tuning'] else 'held out'} | {np.median(ratio):.3f} "
+            f"| {role(slope, change)} | {np.median(ratio):.3f} "
             f"| {np.quantile(ratio, 0.9):.3f} | {ratio.max():.3f} "
             f"| {(ratio > bar).sum()} (> {bar}) "
             f"| {staying:.2f} | {np.mean([r['decisions'] for r in rows]):.0f} "
@@ -223,7 +231,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default="family,papers", help="family, papers or both")
     parser.add_argument("--slopes", default="2.2,0.31")
-    parser.add_argument("--changes", default="25,50,75", help="jobs at which the regime changes")
+    parser.add_argument(
+        "--changes", default="25,35,50,65,75", help="jobs at which the regime changes"
+    )
     parser.add_argument("--recovery", default="wait_all")
     parser.add_argument("--quick", action="store_true", help="the family's tuning scenarios")
     parser.add_argument("--processes", type=int, default=1)

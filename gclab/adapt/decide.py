@@ -10,8 +10,9 @@ each of the window's rounds would have cost each setting. Those costs go into
 :class:`~gclab.adapt.memory.Memories`, which scores every setting over the last
 ``m`` rounds for each length ``m`` of ``adapt.memories`` and trusts the memory whose
 earlier picks did best. The trusted memory's pick (the most redundant setting within
-``adapt.slack`` of its fastest) replaces the current setting when it beats it on that
-memory by more than ``adapt.margin``; the caller drains the old scheme first and starts
+``adapt.slack`` of its fastest) replaces the current setting at once when it is more
+redundant, and when it beats it on that memory by more than ``adapt.margin`` when it is
+less redundant (:meth:`Controller._switch`); the caller drains the old scheme first and starts
 the new one at that boundary. A candidate without a grid is its option's one setting.
 """
 
@@ -191,13 +192,10 @@ class Controller:
         memory.revise(columns, costs)
         scores = memory.scores()
         picks = memory.picks(scores, columns[: len(trials)], self.policy.slack)
-        trusted = memory.trusted()
+        trusted = memory.trusted(self.policy.margin)
         best, current = picks[trusted], memory.columns[name]
         chosen = None
-        if (
-            best != current
-            and scores[trusted, best] < (1 - self.policy.margin) * scores[trusted, current]
-        ):
+        if best != current and self._switch(scores[trusted], best, current):
             trial = trials[int(np.flatnonzero(columns == best)[0])]
             chosen = instantiate_checked(self.nodes[trial.name], n=self.n, **trial.params)
             length = memory.lengths[trusted]
@@ -205,6 +203,16 @@ class Controller:
             self.current = chosen
         self.seconds.append(time.perf_counter() - begin)
         return chosen
+
+    def _switch(self, score: np.ndarray, best: int, current: int) -> bool:
+        """Whether to leave the column ``current`` for the pick ``best`` on the trusted
+        memory's ``score``. A more redundant pick is taken at once: it is within
+        ``adapt.slack`` of the fastest, the price the slack rule pays against stragglers
+        not seen yet. A less redundant one must be faster by more than ``adapt.margin``:
+        the hysteresis keeps noise from trading redundancy away."""
+        if self.memories.loads[best] > self.memories.loads[current]:
+            return True
+        return score[best] < (1 - self.policy.margin) * score[current]
 
     def state_dict(self) -> dict[str, object]:
         """The window, the memories, the switches and the decision times, for a checkpoint."""

@@ -10,10 +10,11 @@ Each *memory* of length ``m`` scores a setting by its cost over the last ``m`` r
 picks the best (:meth:`Memories.picks`). Which memory to trust is learned from how the
 memories' own picks did: a memory is charged, for every round, what the round cost the
 setting it had picked at the decision before the round ran, with weights halving every
-``judge`` rounds into the past, and the memory charged least is trusted. While the
-regime holds, long memories, which average over more rounds, pick better; after a
-change, short ones catch up first, and the controller follows them until the long ones
-have seen enough of the new regime.
+``judge`` rounds into the past, and the memory charged least is trusted (among those
+within a margin of the least, the longest). While the regime holds, long memories,
+which average over more rounds, pick better; after a change, short ones catch up
+first, and the controller follows them until the long ones have seen enough of the new
+regime.
 """
 
 from __future__ import annotations
@@ -77,9 +78,11 @@ class Memories:
         self.picked = picks
         return picks
 
-    def trusted(self) -> int:
+    def trusted(self, margin: float = 0.0) -> int:
         """The memory whose picks cost least on the rounds they held for (discounted by
-        ``judge``); before any pick has held a round, and among equals, the longest."""
+        ``judge``); before any pick has held a round, and among those charged within
+        ``margin`` of the least, the longest: a shorter memory takes over only when its
+        picks did clearly better, not on a difference of noise."""
         held = np.flatnonzero(self.chosen[:, 0] >= 0)
         if not held.size:
             return int(np.argmax(self.lengths))
@@ -91,7 +94,7 @@ class Memories:
                 for i in range(len(self.lengths))
             ]
         )
-        best = np.flatnonzero(charged <= charged.min())
+        best = np.flatnonzero(charged <= (1 + margin) * charged.min())
         return int(best[np.argmax(np.asarray(self.lengths)[best])])
 
     def state_dict(self) -> dict[str, object]:

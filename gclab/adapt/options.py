@@ -32,9 +32,11 @@ class Search:
     the scheme options to choose among (``null``: the configured scheme's family, its
     other parameters kept). ``slack``: among the settings within this fraction of the
     fastest, take the one with the highest load (redundancy that cost at most
-    ``slack`` on what was observed, against stragglers not seen yet). ``margin``:
-    switch only when that setting is faster than the current one by more than this
-    fraction (hysteresis against noise).
+    ``slack`` on what was observed, against stragglers not seen yet); a pick more
+    redundant than the current setting is switched to at once. ``margin``: switch to
+    a less redundant pick only when it is faster than the current setting by more than
+    this fraction (hysteresis: noise does not trade redundancy away); a shorter memory
+    is trusted over a longer one only when its picks cost less by more than this.
     """
 
     enabled = True
@@ -44,8 +46,8 @@ class Search:
         every: int = 1,
         window: int = 10,
         schemes: Sequence[str] | None = None,
-        slack: float = 0.02,
-        margin: float = 0.05,
+        slack: float = 0.03,
+        margin: float = 0.02,
         memories: Sequence[int] = (10, 20, 40, 80),
         judge: float = 20.0,
     ) -> None:

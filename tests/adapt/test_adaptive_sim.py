@@ -145,6 +145,25 @@ def test_a_round_that_waited_makes_the_next_boundary_a_decision(tmp_path: Path) 
     assert controller.due(3)  # news
 
 
+def test_more_redundancy_is_taken_at_once_and_less_only_beyond_the_margin(
+    tmp_path: Path,
+) -> None:
+    """The trusted memory's pick replaces the current setting at once when it is more
+    redundant (it is within the slack of the fastest by construction), and only when it
+    is faster by more than the margin when it is less redundant."""
+    policy = Search(window=2, schemes=["classic_cr"], slack=0.03, margin=0.02)
+    nodes = candidates(policy, DictConfig({}), 3)
+    scheme = instantiate_checked(nodes["classic_cr"], n=3, s=1)
+    delay = Trace(str(regime_trace(tmp_path / "t.npz")), slope=0.5)
+    controller = Controller(policy, nodes, scheme, delay, NetworkConfig(), 0, 1.0)
+    low, high = (controller.memories.column(f"s={s}", load) for s, load in ((1, 2 / 3), (2, 1)))
+    switch = controller._switch  # (scores by column, the pick, the current setting)
+    assert switch(np.array([100.0, 102.9]), high, low)  # up, 2.9 % slower: taken
+    assert not switch(np.array([100.0, 99.0]), low, high)  # down, 1 % slower: kept
+    assert not switch(np.array([98.1, 100.0]), low, high)  # down, 1.9 % faster: kept
+    assert switch(np.array([97.9, 100.0]), low, high)  # down, 2.1 % faster: taken
+
+
 def test_a_memory_longer_than_the_window_keeps_redundancy_between_rare_tails(
     tmp_path: Path,
 ) -> None:

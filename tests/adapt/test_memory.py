@@ -30,6 +30,18 @@ def test_after_a_change_the_short_memory_is_trusted_and_picks_the_new_best() -> 
     assert all(decide(memories, cheap=5.0, dear=2.0)[1] == DEAR for _ in range(10))
 
 
+def test_a_shorter_memory_takes_trust_only_beyond_the_margin() -> None:
+    """The short memory's picks cost 1 % less than the long one's: within a 2 % margin
+    the longest stays trusted, with none the short one takes over."""
+    memories = Memories([2, 8], judge=4.0)
+    memories.add_round()
+    columns = np.array([memories.column(CHEAP, 0.1), memories.column(DEAR, 0.5)])
+    memories.chosen[-1] = columns[[1, 0]]  # the short memory had picked DEAR, the long CHEAP
+    memories.revise(columns, np.array([[1.01, 1.0]]))
+    assert memories.lengths[memories.trusted(margin=0.02)] == 8
+    assert memories.lengths[memories.trusted()] == 2
+
+
 def test_a_long_memory_keeps_what_a_short_one_forgets() -> None:
     """The dear setting saves 20 s every sixth round: only a memory that reaches back to
     the last such round keeps it, and its picks are charged least."""
