@@ -363,6 +363,7 @@ class PendingRound:
                 pool._failed_host(i, r)
             self.calls.clear()
             return self._answered(hosts)
+        back = time.monotonic()
         ref = ready[0]
         i = self.calls.pop(ref)
         try:
@@ -371,6 +372,7 @@ class PendingRound:
             log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
             pool._failed_host(i, r)
             return self._answered([i])
+        got.times["back"] = back  # the report in the driver's hand (ray.wait fetched it)
         self.reports.update(got.reports())
         nonfinite = [w for w, finite in zip(got.workers, got.finite()) if not finite]
         for w in nonfinite:
