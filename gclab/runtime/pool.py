@@ -1,8 +1,8 @@
 """The worker actors of a run, and what the server does when they fail.
 
-A round's packets come back through ``ray.wait`` (:class:`PendingRound`, the round
-protocol's arrival source: all at once for the virtual clock, actor by actor for the
-wall clock). Every round has an absolute
+A round's packets come back as each call's future completes (:class:`PendingRound`,
+the round protocol's arrival source: all at once for the virtual clock, actor by actor
+for the wall clock). Every round has an absolute
 deadline, ``cluster.timeout`` seconds after its calls went out, whether or not any actor
 answered: an actor still busy then is killed and restarted, so neither it nor its
 backlog can hold up the run. An actor that died (Ray restarts it), a stuck one, or a
@@ -404,7 +404,7 @@ class PendingRound:
             log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
             pool._failed_host(i, r)
             return self._answered([i])
-        got.times["back"] = back  # the report in the driver's hand (ray.wait fetched it)
+        got.times["back"] = back  # the report in the driver's hand (fetched, deserialised)
         self.reports.update(got.reports())
         nonfinite = [w for w, finite in zip(got.workers, got.finite()) if not finite]
         for w in nonfinite:
