@@ -45,7 +45,7 @@ import numpy as np
 from common import compose_config
 from hydra.utils import instantiate
 
-from gclab.network import NetworkConfig, RoundProtocol
+from gclab.network import NetworkConfig, RoundOutcome, RoundProtocol
 from gclab.runtime.netbox import goodput
 from gclab.study.replay import recorded_server_time, replay_rounds
 from gclab.tracking.artifacts import read_metrics
@@ -87,6 +87,22 @@ def matching(n: int, rate: float) -> list[str]:
     ]
 
 
+def in_box(base: list[str], rate: float, loss: float) -> list[str]:
+    """``base`` on the box: NODES nodes behind links of ``rate`` bytes/s that lose ``loss``
+    of the IP packets, on the wall clock."""
+    return [
+        *base, "cluster=netns", f"cluster.nodes={NODES}", f"cluster.link.bandwidth={rate}",
+        f"cluster.link.loss={loss}", f"cluster.mtu={MTU}", "network.clock=wall",
+        "cluster.compute_time=wall",
+    ]  # fmt: skip
+
+
+def on_clock(base: list[str], n: int, rate: float) -> list[str]:
+    """``base`` on the virtual clock with the box's links (:func:`matching`)."""
+    return [*base, "cluster=local", f"cluster.actors={n}", "cluster.compute_time=wall",
+            *matching(n, rate)]  # fmt: skip
+
+
 #: What Ray says when a private Ray's raylet misses its fixed 30 s to register (a busy
 #: machine): the run is tried again, in a fresh directory.
 RAYLET_SLOW = "The current node timed out during startup"
@@ -109,9 +125,12 @@ def train(args: list[str], out: Path, tries: int = 3) -> tuple[list[dict], dict]
     return rounds, json.loads((run_dir / "summary.json").read_text())
 
 
-def replay(overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: int) -> list[dict]:
+def replayed(
+    overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: int
+) -> tuple[RoundProtocol, list[RoundOutcome]]:
     """Rounds of ``compute[r, w]`` seconds (and ``server[r]`` seconds of the server's work)
-    on the virtual clock of ``overrides``, with its delay model."""
+    on the virtual clock of ``overrides``, with its delay model: the protocol and each
+    round's outcome."""
     cfg = compose_config(overrides)
     scheme = instantiate(cfg.scheme, n=cfg.cluster.workers)
     model = instantiate(cfg.model, num_classes=10)
@@ -119,10 +138,13 @@ def replay(overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: 
     network = NetworkConfig(**cfg.network)
     protocol = RoundProtocol(network, instantiate(cfg.delay), scheme.n, cfg.seed, payload=payload)
     out = replay_rounds(scheme, protocol, compute, jobs, server=server)
-    return [
-        {"round_time": r.outcome.duration, "bytes": r.outcome.bytes, "waited": r.outcome.waited}
-        for r in out.rounds
-    ]
+    return protocol, [r.outcome for r in out.rounds]
+
+
+def replay(overrides: list[str], compute: np.ndarray, server: np.ndarray, jobs: int) -> list[dict]:
+    """:func:`replayed`'s rounds: duration, bytes and whether they waited."""
+    outcomes = replayed(overrides, compute, server, jobs)[1]
+    return [{"round_time": o.duration, "bytes": o.bytes, "waited": o.waited} for o in outcomes]
 
 
 def stats(rounds: list[dict]) -> dict[str, float]:
@@ -143,15 +165,9 @@ def point(
     model's numbers, on the box's own compute times and on the virtual run's."""
     base = common(scheme, n, model, rounds)
     load = os.getloadavg()[0]
+    virtual = on_clock(base, n, rate)
     with tempfile.TemporaryDirectory() as tmp:
-        box_args = [
-            *base, "cluster=netns", f"cluster.nodes={NODES}", f"cluster.link.bandwidth={rate}",
-            f"cluster.link.loss={loss}", f"cluster.mtu={MTU}", "network.clock=wall",
-            "cluster.compute_time=wall",
-        ]  # fmt: skip
-        box_rounds, summary = train(box_args, Path(tmp) / "box")
-        virtual = [*base, "cluster=local", f"cluster.actors={n}", "cluster.compute_time=wall"]
-        virtual += matching(n, rate)
+        box_rounds, summary = train(in_box(base, rate, loss), Path(tmp) / "box")
         virtual_rounds = train(virtual, Path(tmp) / "virtual")[0] if virtual_run else None
     up = sum(node["up_bytes"] for node in summary["link_traffic"]) / len(box_rounds)
     lost = sum(node["up_lost"] + node["down_lost"] for node in summary["link_traffic"])

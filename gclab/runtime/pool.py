@@ -1,8 +1,8 @@
 """The worker actors of a run, and what the server does when they fail.
 
-A round's packets come back through ``ray.wait`` (:class:`PendingRound`, the round
-protocol's arrival source: all at once for the virtual clock, actor by actor for the
-wall clock). Every round has an absolute
+A round's packets come back as each call's future completes (:class:`PendingRound`,
+the round protocol's arrival source: all at once for the virtual clock, actor by actor
+for the wall clock). Every round has an absolute
 deadline, ``cluster.timeout`` seconds after its calls went out, whether or not any actor
 answered: an actor still busy then is killed and restarted, so neither it nor its
 backlog can hold up the run. An actor that died (Ray restarts it), a stuck one, or a
@@ -29,8 +29,11 @@ them on a loaded machine), as does an actor Ray restarts.
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -316,8 +319,18 @@ class PendingRound:
     """One round's actor calls in flight, and the reports and failures they came back with.
 
     It is the round protocol's arrival source (:class:`gclab.network.clock.ArrivalSource`):
-    :meth:`wait` hands over each actor's logical workers as soon as the actor answers.
-    The virtual clock takes them all first, with the compute times the workers measured.
+    :meth:`wait` hands over each actor's logical workers as soon as the actor's report is
+    in the driver's hand. The virtual clock takes them all first, with the compute times
+    the workers measured.
+
+    Every report is fetched as soon as its actor answers, all of them at once: each
+    call's result is a future (``ObjectRef.future()``, whose callback Ray runs when the
+    report is local) from the start. A report too large to travel in Ray's reply (a
+    packet of over 100 KB) stays in the actor's node's object store until someone asks
+    for it, and ``ray.wait(..., num_returns=1)`` only asks for those already answered
+    when it is called, until one of them is local: a packet finished meanwhile would
+    wait for the one being fetched before its own transfer started, which on shaped
+    links made rounds measurably longer than the network does (BENCHMARKS.md, issue 46).
     """
 
     def __init__(self, pool: WorkerPool, r: int, weights: Weights, tasks: Plan) -> None:
@@ -331,13 +344,33 @@ class PendingRound:
             h.run_round.remote(r, weights, {w: tasks[w] for w in g}): i
             for i, (h, g) in enumerate(zip(pool.hosts, pool.groups))
         }
+        #: ``(call, its future, when it was done)`` of each report in the driver's hand
+        #: (or call that failed), in that order: Ray's callbacks put them here.
+        self.back: queue.SimpleQueue[tuple[ray.ObjectRef, Future, float]] = queue.SimpleQueue()
+        for ref in self.calls:
+            ref.future().add_done_callback(partial(self._done, ref))
         self.reports: dict[int, WorkerReport] = {}
         #: Packets without a valid copy (known once their actor has answered).
         self.failed = np.zeros(pool.n, dtype=bool)
 
+    def _done(self, ref: ray.ObjectRef, future: Future) -> None:
+        self.back.put((ref, future, time.monotonic()))
+
     def pending(self) -> bool:
         """Whether some actor has not answered yet."""
         return bool(self.calls)
+
+    def _next(self, timeout: float) -> tuple[ray.ObjectRef, Future, float] | None:
+        """The next call of this round that is done, within ``timeout`` seconds (else None);
+        those of actors given up on at the deadline are passed over."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                done = self.back.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                return None
+            if done[0] in self.calls:
+                return done
 
     def wait(self, timeout: float | None) -> list[int]:
         """The next actor's workers (:attr:`failed` marks theirs); ``[]`` on a timeout.
@@ -348,8 +381,8 @@ class PendingRound:
         pool, r = self.pool, self.r
         left = self.deadline - time.monotonic()
         wait = max(0.0, left if timeout is None else min(timeout, left))
-        ready, _ = ray.wait(list(self.calls), num_returns=1, timeout=wait)
-        if not ready:
+        done = self._next(wait)
+        if done is None:
             if time.monotonic() < self.deadline:
                 return []
             hosts = list(self.calls.values())
@@ -363,14 +396,15 @@ class PendingRound:
                 pool._failed_host(i, r)
             self.calls.clear()
             return self._answered(hosts)
-        ref = ready[0]
+        ref, future, back = done
         i = self.calls.pop(ref)
         try:
-            got = ray.get(ref)
+            got = future.result()
         except ACTOR_ERRORS as exc:
             log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
             pool._failed_host(i, r)
             return self._answered([i])
+        got.times["back"] = back  # the report in the driver's hand (fetched, deserialised)
         self.reports.update(got.reports())
         nonfinite = [w for w, finite in zip(got.workers, got.finite()) if not finite]
         for w in nonfinite:

@@ -42,6 +42,7 @@ from gclab.runtime.faults import Faults
 from gclab.runtime.placement import Placement
 from gclab.runtime.pool import Pool, WorkerPool
 from gclab.runtime.switch import switch
+from gclab.runtime.timeline import round_timeline
 from gclab.runtime.timing import Stopwatch, resolve
 from gclab.runtime.worker import Shard, WorkerSpec
 from gclab.tracking.run import RunRecorder
@@ -305,6 +306,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         if not plan.protocol.runs(r, plan.num_jobs, decoder):  # e.g. nothing left to do
             continue
         wall_start = time.perf_counter()
+        stamps = {"top": time.monotonic()}  # the driver's phases (wall clock: recorded)
         state = server.state()
         if not np.isfinite(state).all():  # every worker would send non-finite packets
             rates = ", ".join(f"{lr:g}" for lr in plan.lrs or [])
@@ -313,6 +315,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
                 f"non-finite values; lower the learning rate (train.lr{'s' if ',' in rates else ''}"
                 f"{' ' + rates if rates else ''})."
             )
+        stamps["put"] = time.monotonic()
         broadcasts[r] = state, pool.broadcast(state)  # once: every worker reads this copy
         if r < plan.num_jobs:
             server.start(r)
@@ -334,6 +337,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
             return packets[rr, w]
 
         outcome = plan.protocol.run_round(r, calls, decoder, payload)
+        stamps["closed"] = time.monotonic()
         reports, failed = calls.reports, calls.failed
         packets.update({(r, w): rep.packet for w, rep in reports.items() if not failed[w]})
         # decode latency: coefficient lookup + combine, not the optimizer step
@@ -354,6 +358,7 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         server_watch.host_part()
         server_seconds = server_watch.stop()
         outcome = plan.protocol.charge(outcome, server_seconds)
+        stamps["served"] = time.monotonic()
         if plan.adapt is not None:
             plan.adapt.observe(outcome, plan.protocol, scheme)
         server.set_buffers([rep for w, rep in reports.items() if not outcome.erased[w]])
@@ -361,13 +366,15 @@ def _loop(plan: TrainingPlan, recorder: RunRecorder, pool: Pool, normalizer: Nor
         loss = sum(rep.loss_sum for rep in reports.values()) / max(samples, 1)
         wall = time.perf_counter() - wall_start
         faults = {"failed": int(failed.sum()), "failures_total": pool.failures}
-        # the wall clock's compute_s is when results came back; keep what workers measured
+        # the wall clock's compute_s is when results came back; keep what workers measured,
+        # and when each piece of the round happened
         wall_clock = plan.protocol.network.clock == "wall"
         worker = calls.seconds(np.arange(scheme.n)).tolist() if wall_clock else None
+        timeline = round_timeline(calls.sent, stamps, reports, scheme.n) if wall_clock else None
         record = recorder.round(
             r, outcome, decoded, applied, decode_ms, loss, wall, outcome.compute.tolist(), faults,
             1e3 * server_seconds, float(np.mean(coverage)) if coverage else scheme.decoded_coverage,
-            worker,
+            worker, timeline,
         )  # fmt: skip
         postfix = {"loss": f"{record['train_loss']:.3f}"}
         finished = not done and server.next_job >= plan.num_jobs  # the last job is applied

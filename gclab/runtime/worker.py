@@ -4,8 +4,9 @@ An actor holds only the data shards its logical workers' placement names (fetche
 once from the object store), keeps one encoder per logical worker, and per round
 answers with one :class:`HostReport`: a packet per logical worker, with that worker's
 own compute time, measured so that neither the packing nor the machine's load changes
-it (:mod:`gclab.runtime.timing`). A task several of its workers plan is computed once
-(:mod:`gclab.runtime.tasks`).
+it (:mod:`gclab.runtime.timing`), and when the actor reached each phase of the call
+(:data:`PHASES`), which the wall clock's round records keep. A task several of its
+workers plan is computed once (:mod:`gclab.runtime.tasks`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ class WorkerSpec:
     bf16: bool  # bfloat16 autocast for the forward pass
 
 
+#: The phases of an actor's call it stamps (``time.monotonic()``: CLOCK_MONOTONIC, one
+#: clock for every process and network namespace of a host, so the driver's stamps and
+#: the actors' compare): the call started running, the broadcast weights were in hand,
+#: the first task started, the last packet was encoded, the report was handed to Ray.
+#: Ray's actors stamp all five; a host run in the driver's process the middle two.
+PHASES = ("called", "fetched", "computing", "computed", "returned")
+
+
 @dataclass
 class WorkerReport:
     """One logical worker's result for one round."""
@@ -59,6 +68,9 @@ class WorkerReport:
     samples: int
     buffers: np.ndarray | None  # float buffers (batch norm) after the tasks, if any ran
     model: int | None  # which model those buffers belong to
+    #: when its actor reached each phase of the call (:data:`PHASES`), shared by the
+    #: actor's workers; the driver adds ``back``, when the report was in its hand
+    times: dict[str, float]
 
 
 @dataclass
@@ -79,6 +91,7 @@ class HostReport:
     samples: np.ndarray
     buffers: np.ndarray  # [workers, float buffers] after each worker's tasks
     models: np.ndarray  # the model of each worker's buffers; -1: it ran no task
+    times: dict[str, float]  # when the actor reached each phase of the call (PHASES)
 
     def finite(self) -> np.ndarray:
         """Whether each packet is finite: one float64-accumulated pass per row, in which
@@ -93,7 +106,7 @@ class HostReport:
             reports[w] = WorkerReport(
                 self.round, self.packets[i], float(self.seconds[i]), float(self.loss_sum[i]),
                 int(self.samples[i]), self.buffers[i] if ran else None,
-                int(self.models[i]) if ran else None,
+                int(self.models[i]) if ran else None, self.times,
             )  # fmt: skip
         return reports
 
@@ -160,8 +173,10 @@ class WorkerHost:
         charged to each (:class:`gclab.runtime.tasks.RoundTasks`); each worker encodes
         its own packet, timed as its own. ``retry`` marks a recomputation the server
         asked for during recovery: injected faults (``faults=...``) only hit first
-        attempts.
+        attempts. The report's ``times`` hold when the tasks started and the last packet
+        was encoded.
         """
+        computing = time.monotonic()
         spec = self.spec
         tasks = RoundTasks(
             self.flat, self.batches, spec.scheme.parts, self.stopwatch, weights, plans,
@@ -192,7 +207,10 @@ class WorkerHost:
             if charged.model is not None:
                 models[i] = charged.model
                 buffers[i] = self.flat.buffer_vector().cpu().numpy()
-        return HostReport(round, workers, packets, seconds, loss_sum, samples, buffers, models)
+        times = {"computing": computing, "computed": time.monotonic()}
+        return HostReport(
+            round, workers, packets, seconds, loss_sum, samples, buffers, models, times
+        )
 
     def ready(self) -> int:
         """The actor's process id, once ``__init__`` is done (restarts change it)."""
@@ -224,10 +242,14 @@ class RayWorkerHost(WorkerHost):
         retry: bool = False,
     ) -> HostReport:
         """:meth:`WorkerHost.run_round`, each distinct broadcast fetched once from the
-        object store."""
+        object store; the report's ``times`` hold every phase of :data:`PHASES`."""
+        called = time.monotonic()
         refs = list(set(weights.values()))
         fetched = dict(zip(refs, ray.get(refs)))
-        return super().run_round(round, {j: fetched[r] for j, r in weights.items()}, plans, retry)
+        times = {"called": called, "fetched": time.monotonic()}
+        report = super().run_round(round, {j: fetched[r] for j, r in weights.items()}, plans, retry)
+        report.times.update(times, returned=time.monotonic())
+        return report
 
     def switch(self, scheme: Scheme, shards: Mapping[int, ray.ObjectRef]) -> None:
         """:meth:`WorkerHost.hold` the shards ``scheme`` names, fetched from the object store."""

@@ -100,6 +100,7 @@ class RunRecorder:
         server_ms: float = math.nan,
         coverage: float = 1.0,
         worker: list[float] | None = None,
+        timeline: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Record round ``r``: the protocol's outcome, jobs decoded and applied (in order).
 
@@ -107,9 +108,11 @@ class RunRecorder:
         with it the simulator can replay the round exactly. On the wall clock, where
         ``compute`` is when each worker's result came back, ``worker`` is the seconds each
         worker measured itself (``cluster.compute_time``), recorded as ``worker_s``: what
-        the virtual clock would have been given. ``server_ms`` is the measured
-        decode and optimizer steps, whether or not the clock charged them (``server_time``
-        is what it charged), so a replay can charge them later. ``coverage`` is the
+        the virtual clock would have been given, and ``timeline`` is when the driver and
+        each worker reached each phase of the round (:mod:`gclab.runtime.timeline`).
+        ``server_ms`` is the measured decode and optimizer steps, whether or not the clock
+        charged them (``server_time`` is what it charged), so a replay can charge them
+        later. ``coverage`` is the
         fraction of the batch gradient recovered for the jobs the round decoded (1 when
         exact; below with ``network.recovery=partial``).
         """
@@ -148,6 +151,7 @@ class RunRecorder:
                 **faults,
                 "compute_s": compute,
                 **({} if worker is None else {"worker_s": worker}),
+                **({} if timeline is None else {"timeline": timeline}),
             }
         )
 

@@ -83,7 +83,9 @@ class InProcessRound:
         i = self.todo.pop(0)
         group = self.pool.groups[i]
         plans = {w: self.tasks[w] for w in group}
-        self.reports.update(self.pool.hosts[i].run_round(self.r, self.weights, plans).reports())
+        report = self.pool.hosts[i].run_round(self.r, self.weights, plans)
+        report.times["back"] = time.monotonic()
+        self.reports.update(report.reports())
         return group
 
     def seconds(self, workers: np.ndarray) -> np.ndarray:

@@ -64,6 +64,12 @@ def test_trains_over_lossy_shaped_links_on_both_nodes_and_leaves_nothing(tmp_pat
     assert len(rounds) == 4
     for record in rounds:  # the weights came down a link, then a packet went up one
         assert record["round_time"] >= 2 * payload / RATE
+        t = record["timeline"]  # each actor's phases in order, between the driver's
+        phases = zip(t["called"], t["fetched"], t["computing"], t["computed"], t["returned"])
+        for w, stamps in enumerate(phases):
+            assert stamps[0] >= 0 and list(stamps) == sorted(stamps)
+            assert stamps[1] >= 0.9 * payload / RATE  # the weights came down after `sent`
+            assert stamps[-1] <= t["back"][w] <= t["closed"] <= t["served"]
     traffic = summary["link_traffic"]
     for node in traffic:  # two packets up and one copy of the weights down, per round
         assert node["up_bytes"] >= 4 * 2 * payload and node["down_bytes"] >= 4 * payload

@@ -122,7 +122,7 @@ def test_a_host_report_flags_non_finite_rows_and_gives_each_worker_a_view_of_its
     packets[1, 2] = np.inf
     report = HostReport(
         5, [4, 5, 6], packets, np.array([0.1, 0.2, 0.3]), np.ones(3), np.full(3, 2),
-        np.zeros((3, 0), dtype=np.float32), np.array([0, -1, 1]),
+        np.zeros((3, 0), dtype=np.float32), np.array([0, -1, 1]), {"computing": 1.0},
     )  # fmt: skip
     assert report.finite().tolist() == [True, False, True]
     reports = report.reports()

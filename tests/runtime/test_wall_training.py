@@ -64,6 +64,12 @@ def test_wall_clock_waits_drops_as_modelled_and_trains(tmp_path, monkeypatch, sc
         assert record["compute_s"] == out.compute.tolist()
         # what each worker measured itself, before its result came back
         assert all(0 < w <= c for w, c in zip(record["worker_s"], record["compute_s"]))
+        t = record["timeline"]  # the driver's phases in order, each worker's inside them
+        assert t["top"] <= t["put"] <= 0 <= t["closed"] <= t["served"]
+        assert "called" not in t  # in process: no call, no weights to fetch
+        for w, measured in enumerate(record["worker_s"]):
+            assert 0 <= t["computing"][w] <= t["computed"][w] <= t["back"][w] <= t["closed"]
+            assert measured <= t["computed"][w] - t["computing"][w] + 1e-6
         virtual = replay.run_round(r, Finished(out.compute), decoder, lambda rr, w: None)
         for job in virtual.decodable:
             decoder.decode(job)
