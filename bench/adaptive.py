@@ -5,6 +5,7 @@
     python bench/adaptive.py --processes 2            # everything (hours on 2 loaded cores)
     python bench/adaptive.py --sets papers --per-group 10   # 10 scenarios per group
     python bench/adaptive.py --sets family --changes ''      # the stationary scenarios only
+    python bench/adaptive.py --sets papers --slopes 2.2 --phases  # best fixed from each start
 
 *Regimes* are the ten shared traces (Tokyo and Sydney at loads 0, 0.25, 0.5, 0.75, 1),
 each replayed in order from its first round (wrapping around) at its recorded load, as
@@ -57,6 +58,7 @@ from common import SHARED, machine
 import gclab.schemas  # noqa: F401  (registers the scheme schemas)
 from gclab.adapt.decide import Controller
 from gclab.adapt.options import Search
+from gclab.adapt.shift import Shifted
 from gclab.adapt.simulate import simulate_adaptive
 from gclab.network import DelayModel, NetworkConfig
 from gclab.network.trace import Trace
@@ -187,6 +189,28 @@ def evaluate(job: tuple[Scenario, str, dict]) -> dict:
     }  # fmt: skip
 
 
+def phases(job: tuple[str, float, str]) -> str:
+    """A stationary regime's best fixed settings when the run starts at each round of its
+    trace: a markdown row. Started at round 0 (as every scenario is), a setting may meet
+    the trace's slow rounds in a phase of its own that no other start gives."""
+    regime, slope, candidates = job
+    scenario = Scenario(regime, regime, 0, slope, candidates)
+    delay, network = scenario.delay(), NetworkConfig(recovery="wait_all")
+    totals: dict[str, list[float]] = {}
+    for start in range(int(regime.split("-r")[1].split("-")[0])):  # the trace's rounds
+        for name in SETS[candidates]:
+            for t in search(scheme_option(name), N, Shifted(delay, start), network, JOBS, 0):
+                totals.setdefault(t.result.scheme, []).append(t.result.total_time)
+    names, times = list(totals), np.array(list(totals.values()))  # [settings, starts]
+    first, mean = int(times[:, 0].argmin()), times.mean(axis=1)
+    fair = int(mean.argmin())
+    return (
+        f"| {candidates} | {slope} | {label(regime)} | {names[first]} | {times[first, 0]:.1f} "
+        f"| {times[first].min():.1f} / {np.median(times[first]):.1f} / {times[first].max():.1f} "
+        f"| {names[fair]} | {mean[fair]:.1f} |"
+    )
+
+
 def _start_worker() -> None:
     load_kernels()  # compiled once per process, before any decision is timed
 
@@ -245,6 +269,10 @@ def main() -> None:
     parser.add_argument(
         "--options", default="{}", help="adapt.* options as JSON, e.g. '{\"every\": 2}'"
     )
+    parser.add_argument(
+        "--phases", action="store_true",
+        help="per stationary regime, the best fixed setting started at each of its trace's rounds",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.report:  # a scenario in several files counts once (the last)
         lines = [line for path in args.report for line in path.read_text().splitlines()]
@@ -260,6 +288,17 @@ def main() -> None:
     slopes = [float(s) for s in args.slopes.split(",")]
     changes = [int(c) for c in args.changes.split(",") if c]  # none: stationary only
     options = json.loads(args.options)
+    if args.phases:
+        print(
+            "| candidates | slope | regime | best started at round 0 | its total (s) "
+            "| its total from every start: min / median / max | best on the mean over "
+            "starts | its mean (s) |\n|---|---|---|---|---|---|---|---|"
+        )
+        regimes_ = [(r, slope, c) for c in sets for slope in slopes for r in regimes()]
+        with Pool(args.processes, initializer=_start_worker) as pool:
+            for row in pool.imap(phases, regimes_):
+                print(row, flush=True)
+        return
     chosen = scenarios(sets, slopes, changes, args.per_group)
     jobs = [(s, args.recovery, options) for s in chosen]
     print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}")
