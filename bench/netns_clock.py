@@ -28,6 +28,7 @@ runs, and not alike.
     python bench/netns_clock.py                # 4 schemes x 4 losses x 2 rates x n=4,8 x 2 models
     python bench/netns_clock.py --models cnn --out grid.jsonl   # resumable: skips points done
     python bench/netns_clock.py --quick        # classic_fr, n=4, cnn, 12.5 MB/s, loss 0 and 2 %
+    python bench/netns_clock.py --report grid.jsonl   # the points again, models predicted anew
 """
 
 from __future__ import annotations
@@ -179,12 +180,27 @@ def point(
     if virtual_rounds is not None:
         result["virtual_run"] = stats(virtual_rounds)
         sources["on_virtual"] = (virtual_rounds, "compute_s")
+    result["timeline_box"] = [r.get("timeline") for r in box_rounds]  # where its time went
+    for source, (recorded, key) in sources.items():  # kept: a refitted model replays them
+        result[f"recorded_{source}"] = {
+            "compute": [r[key] for r in recorded],
+            "server": recorded_server_time(recorded).tolist(),
+        }
+    return predict(result)
+
+
+def predict(result: dict) -> dict:
+    """``result`` with every model's numbers on each set of its recorded compute times."""
+    loss, n, rate, rounds = result["loss"], result["n"], result["rate"], result["rounds"]
+    virtual = on_clock(common(result["scheme"], n, result["model"], rounds), n, rate)
     for name, delay in MODELS.items():
         if name != "none" and loss == 0:
             continue
-        for source, (recorded, key) in sources.items():
-            compute = np.array([r[key] for r in recorded])
-            server = recorded_server_time(recorded)
+        for source in ("on_box", "on_virtual"):
+            recorded = result.get(f"recorded_{source}")
+            if recorded is None:
+                continue
+            compute, server = np.array(recorded["compute"]), np.array(recorded["server"])
             result[f"{name}_{source}"] = stats(
                 replay([*virtual, *delay(loss)], compute, server, rounds)
             )
@@ -244,7 +260,18 @@ def main() -> None:
     parser.add_argument("--out", help="append each point's numbers here (JSON lines); "
                         "points already in it are skipped")  # fmt: skip
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--report", nargs="+", metavar="FILE",
+        help="print the points of earlier --out files, each model predicted anew on their "
+        "recorded compute times (points from before they were kept: as recorded)",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.report:
+        print(HEADER)
+        for line in itertools.chain(*(Path(f).read_text().splitlines() for f in args.report)):
+            result = json.loads(line)
+            print("\n".join(rows(predict(result) if "recorded_on_box" in result else result)))
+        return
     if args.quick:
         args.schemes, args.losses, args.rates = ["classic_fr"], [0.0, 0.02], [1.25e7]
         args.workers, args.models, args.rounds = [4], ["cnn"], 8

@@ -24,6 +24,7 @@ STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
     "packet_loss_v3.yaml": "docs/study-results/v3/archive",
     "packet_loss_v3_heldout.yaml": "docs/study-results/v3/heldout/archive",
     "packet_loss_v3_in_turn.yaml": "docs/study-results/v3/in-turn/archive",
+    "packet_loss_v3_tcp.yaml": "docs/study-results/v3/tcp/archive",
 }
 #: Studies still running: their archive holds some of their runs, and nothing else.
 RUNNING: set[str] = set()
@@ -74,6 +75,25 @@ def test_v3s_in_turn_spec_is_v3s_in_turn_arms_on_more_seeds_with_v3s_own_runs():
             unit = Path("runs", arm, "bernoulli-0.1", f"seed{seed}.tar.xz")
             origin = v3 / ("heldout/archive" if seed == 5 else "archive") / unit
             assert (v3 / "in-turn/archive" / unit).read_bytes() == origin.read_bytes()
+
+
+def test_v3s_tcp_spec_replays_v3s_exact_arms_own_lossless_runs_under_tcp_loss():
+    load = lambda name: yaml.safe_load((ROOT / "gclab/study" / name).read_text())  # noqa: E731
+    study, tcp = load("packet_loss_v3.yaml"), load("packet_loss_v3_tcp.yaml")
+    arms = ["classic_fr", "classic_fr_aa", "uncoded"]  # v3's exact arms with lossless runs
+    assert tcp["schemes"] == {arm: study["schemes"][arm] for arm in arms}
+    assert tcp["losses"].pop("none") == study["losses"]["none"]
+    assert all(keys[:2] == ["delay=tcp_loss", f"delay.ip_loss={name[4:]}"]
+               for name, keys in tcp["losses"].items())  # fmt: skip
+    assert tcp["shortcut"] and not study["shortcut"]  # every lossy cell an exact replay
+    for key in ("experiment", "overrides", "regime", "seeds", "aa", "lossless"):
+        assert tcp[key] == study[key]
+    v3 = ROOT / "docs/study-results/v3"
+    archived = sorted((v3 / "tcp/archive").rglob("*.tar.xz"))
+    assert len(archived) == 15  # v3's own lossless runs, byte for byte
+    for path in archived:
+        unit = path.relative_to(v3 / "tcp/archive")
+        assert path.read_bytes() == (v3 / "archive" / unit).read_bytes()
 
 
 def test_a_baseline_named_by_its_label_is_compared_under_its_groups_name(tmp_path):
