@@ -197,7 +197,7 @@ def phases(job: tuple[str, float, str]) -> str:
     scenario = Scenario(regime, regime, 0, slope, candidates)
     delay, network = scenario.delay(), NetworkConfig(recovery="wait_all")
     totals: dict[str, list[float]] = {}
-    for start in range(int(regime.split("-r")[1].split("-")[0])):  # the trace's rounds
+    for start in range(delay.durations.shape[1]):  # each of the trace's rounds
         for name in SETS[candidates]:
             for t in search(scheme_option(name), N, Shifted(delay, start), network, JOBS, 0):
                 totals.setdefault(t.result.scheme, []).append(t.result.total_time)
