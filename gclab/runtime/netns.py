@@ -56,10 +56,14 @@ MIN_OBJECT_STORE = 75e6
 #: Ray's token authentication, on in every node and the driver: one secret per process
 #: (Ray's core caches the token it reads first).
 AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(16)}
-#: Ray's worker processes run at the driver's priority (Ray's default, 15, is the
-#: background's: on a busy machine the wall clock would measure the others' work). The
-#: head hands its system config to every node.
-SETTINGS = '--system-config={"worker_niceness": 0}'
+#: The head hands its system config to every node. Ray's worker processes run at the
+#: driver's priority (Ray's default, 15, is the background's: on a busy machine the wall
+#: clock would measure the others' work). A node asks again for an object it has not
+#: received within Ray's ``object_manager_pull_timeout_ms`` (10 s), and the holder sends
+#: it again: on a slow link a round's packets take longer than that (4 ResNet-18 packets
+#: through 12.5 MB/s: 14 s), and the box carried each round's bytes half again. The box
+#: waits 10 minutes, so that what it measures is TCP, not Ray's duplicates.
+SETTINGS = '--system-config={"worker_niceness": 0, "object_manager_pull_timeout_ms": 600000}'
 #: Seconds the box's Ray nodes may take to come up, at least (``cluster.timeout`` if
 #: longer): each ``ray start`` imports Ray and starts its processes, which on a 2-core
 #: machine running other jobs took up to two minutes per node.
