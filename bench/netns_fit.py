@@ -1,24 +1,26 @@
-"""Fit ``delay=tcp_loss``'s timeouts to the network box's rounds; test it on points it did not see.
+"""Fit ``delay=tcp_loss`` to the network box's rounds; test it on points it did not see.
 
 ``tcp_loss`` (:mod:`gclab.network.tcp_loss`) was first fitted to single TCP messages sent
 after an idle gap (``bench/netns_tcp.py``). In a round, Ray moves the weights and the
 packets over connections that stay busy, and the box's rounds pay less for loss than
 those single messages predict (BENCHMARKS.md). This script fits the parameters
-that count timeouts, ``tail`` and ``resend``, and the seconds a loss recovered within
-the flow costs beyond its frames, ``fast_seconds``, to whole rounds: it reads the
-lossy points of ``bench/netns_clock.py --out`` files that kept the box's compute times,
-replays each on those times under ``tcp_loss`` with every triple of a grid (the other
-parameters as configured), and scores a triple by the mean over the *training* points
-(``--train``: by default classic_fr at n = 4 and 8) of the squared log ratios of the
-predicted median and 95th-percentile round to the box's. The model's draws are pooled
-over ``--seeds`` seeds, so a triple is judged by its distribution, not one draw.
+that count timeouts, ``tail`` and ``resend``, the seconds a loss recovered within the
+flow costs beyond its frames, ``fast_seconds``, and how many of a long message's chunks
+recover side by side, ``streams``, to whole rounds: it reads the lossy points of
+``bench/netns_clock.py --out`` files that kept the box's compute times (a point
+measured again: its last measurement), replays each on those times under ``tcp_loss``
+with every combination of a grid (the other parameters as configured), and scores one
+by the mean over the *training* points (``--train``: by default classic_fr at n = 4
+and 8, of every model in the files) of the squared log ratios of the predicted median
+and 95th-percentile round to the box's. The model's draws are pooled over ``--seeds``
+seeds, so a combination is judged by its distribution, not one draw.
 
 Printed: the grid's best triple, then per point (training and held out) the box's
 median / p95 and the ratios of the message fit's and the round fit's predictions, as
 ``bench/netns_clock.py`` makes them (the run's seed) and pooled over the seeds, and
 how many points are within 20 % on both.
 
-    python bench/netns_fit.py grid4.jsonl grid8.jsonl
+    python bench/netns_fit.py grid4.jsonl grid8.jsonl gridr.jsonl
     python bench/netns_fit.py grid4.jsonl --train classic_fr:4 classic_cr:4
 """
 
@@ -43,10 +45,12 @@ from gclab.study.replay import replay_rounds
 TAILS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.04)
 RESENDS = (0.0, 0.03, 0.06, 0.12, 0.24, 0.48)
 FAST_SECONDS = (0.00125, 0.0025, 0.005, 0.01, 0.02)
+STREAMS = (1, 2, 4, 8)
 #: Within this factor of the box's median and p95: the issue's goal for a loss model.
 GOAL = 1.2
 #: The fit to single messages after an idle gap (``bench/netns_tcp.py --fit``).
-MESSAGE_FIT = {"tail": 2.04, "resend": 0.48, "fast_seconds": 0.00125}
+#: A lone message is one TCP flow.
+MESSAGE_FIT = {"tail": 2.04, "resend": 0.48, "fast_seconds": 0.00125, "streams": 1}
 
 
 @dataclass
@@ -64,7 +68,8 @@ class Point:
     @property
     def name(self) -> str:
         r = self.record
-        return f"{r['scheme']} n={r['n']} {r['rate'] / 1e6:g} MB/s {100 * r['loss']:g} %"
+        rate, loss = r["rate"] / 1e6, 100 * r["loss"]
+        return f"{r['scheme']} {r['model']} n={r['n']} {rate:g} MB/s {loss:g} %"
 
     def rounds(self, params: dict, seed: int) -> np.ndarray:
         """The replayed round durations under ``tcp_loss`` with ``params`` (the first,
@@ -78,10 +83,14 @@ class Point:
 
 
 def load(paths: list[str]) -> list[Point]:
-    """The lossy points of ``paths`` that kept the box's compute times."""
-    points = []
+    """The lossy points of ``paths`` that kept the box's compute times; of a point
+    measured again, the last measurement."""
+    last = {}
     for line in itertools.chain(*(Path(p).read_text().splitlines() for p in paths)):
         r = json.loads(line)
+        last[r["scheme"], r["n"], r["model"], r["rate"], r["loss"]] = r
+    points = []
+    for r in last.values():
         if r["loss"] == 0 or "recorded_on_box" not in r:
             continue
         base = common(r["scheme"], r["n"], r["model"], r["rounds"])
@@ -132,8 +141,8 @@ def main() -> None:
         raise SystemExit(f"no lossy point with kept compute times matches --train {args.train}")
     seeds = list(range(args.seeds))
     grid = [
-        {"tail": t, "resend": r, "fast_seconds": f}
-        for t in TAILS for r in RESENDS for f in FAST_SECONDS
+        {"tail": t, "resend": r, "fast_seconds": f, "streams": k}
+        for t in TAILS for r in RESENDS for f in FAST_SECONDS for k in STREAMS
     ]  # fmt: skip
     scores = [score(training, params, seeds) for params in grid]
     best = grid[int(np.argmin(scores))]

@@ -6,10 +6,13 @@ in the box (``bench/netns_tcp.py``: Linux TCP with BBR and RACK-TLP, a 200 ms mi
 retransmission timeout, messages after an idle gap), two kinds of loss make the delay:
 
 * **recovered fast**: a lost packet with enough packets after it to reveal the loss is
-  resent within the flow, which costs ``c = fast_frames·frame/rate + fast_seconds``
+  resent within the flow, which costs ``c = fast_frames·frame/rate + fast_seconds/k``
   (``frame`` = ``mtu + 14`` bytes on the link). Each of the message's ``N = ⌈size /
   (mtu − 52)⌉`` data packets is lost with probability ``ip_loss``, so there are
-  ``L ~ Binomial(N, ip_loss)`` of them;
+  ``L ~ Binomial(N, ip_loss)`` of them. ``k = min(streams, ⌈size / chunk⌉)``: Ray moves
+  an object in chunks of ``chunk`` bytes (5 MiB) over several TCP connections, and
+  while one connection recovers a loss the others keep the link busy, so a message of
+  several chunks pays a loss's stall ``1/k`` of it (resent frames in full);
 * **timed out**: the loss of one of the message's last packets (nothing after it to
   reveal it) or of a resent packet waits for the retransmission timeout, ``timeout``
   seconds each. Their number is ``K ~ Poisson(ip_loss·tail + N·ip_loss²·resend)``: about
@@ -19,10 +22,10 @@ A message of ``size`` bytes over a link of ``rate`` bytes/s (``inf``: its time o
 wire is not the point, only the timeouts and ``fast_seconds`` remain) then takes
 ``L·c + K·timeout`` seconds more than it would without loss. The form and ``timeout``
 and ``fast_frames`` are fitted to single messages sent after an idle gap
-(``bench/netns_tcp.py``); ``tail``, ``resend`` and ``fast_seconds`` to whole training
-rounds through Ray in the box (``bench/netns_fit.py``), where losses cost less than
-single messages predict: that is what the clock charges (docs/simulator.md has both
-fits, their commands and their limits).
+(``bench/netns_tcp.py``); ``tail``, ``resend``, ``fast_seconds`` and ``streams`` to whole
+training rounds through Ray in the box (``bench/netns_fit.py``), where losses cost less
+than single messages predict: that is what the clock charges (docs/simulator.md has
+both fits, their commands and their limits).
 
 As a delay model each worker's round pays it twice, from independent draws: for the
 weights' broadcast (``links.payload`` bytes at the broadcast's rate per copy) and for
@@ -38,13 +41,23 @@ import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
-from gclab.network.base import DelayModel, non_negative, probability
+from gclab.network.base import DelayModel, non_negative, number, probability
 from gclab.network.links import Links
 
 #: IP, TCP and TCP's timestamp option: the bytes of a packet that carry no payload.
 HEADERS = 52
 #: The Ethernet header the links' shapers count beside an IP packet.
 FRAMING = 14
+#: Ray's object manager moves an object in chunks of this many bytes.
+RAY_CHUNK = 5 * 2**20
+
+
+def integer(name: str, value: int, low: int, high: float, what: str) -> int:
+    """``value`` if it is an integer in ``[low, high]``, else :class:`ConfigError` saying
+    it must be an integer ``what``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name}={value!r} is invalid: it must be an integer {what}.", param=name)
+    return value
 
 
 class TcpLoss(DelayModel):
@@ -61,20 +74,30 @@ class TcpLoss(DelayModel):
         timeout: float = 0.246,
         tail: float = 0.5,
         resend: float = 0.0,
+        streams: int = 4,
+        chunk: float = RAY_CHUNK,
     ) -> None:
         self.ip_loss = probability("ip_loss", ip_loss, below_one=True)
-        if isinstance(mtu, bool) or not isinstance(mtu, int) or not 576 <= mtu <= 65535:
-            raise ConfigError(
-                f"mtu={mtu!r} is invalid: it must be an integer number of bytes in 576..65535 "
-                "(1500: Ethernet, 9000: jumbo frames).",
-                param="mtu",
-            )
-        self.mtu = mtu
+        self.mtu = integer(
+            "mtu", mtu, 576, 65535,
+            "number of bytes in 576..65535 (1500: Ethernet, 9000: jumbo frames)",
+        )  # fmt: skip
         self.fast_frames = non_negative("fast_frames", fast_frames)
         self.fast_seconds = non_negative("fast_seconds", fast_seconds)
         self.timeout = non_negative("timeout", timeout)
         self.tail = non_negative("tail", tail)
         self.resend = non_negative("resend", resend)
+        self.streams = integer(
+            "streams", streams, 1, math.inf,
+            ">= 1 (how many of a message's chunks recover their losses side by side; "
+            "1: one TCP flow)",
+        )  # fmt: skip
+        self.chunk = number("chunk", chunk)
+        if self.chunk <= 0:
+            raise ConfigError(
+                f"chunk={chunk!r} is invalid: it must be > 0 bytes (Ray's: {RAY_CHUNK}).",
+                param="chunk",
+            )
 
     @property
     def loss_rate(self) -> float:
@@ -92,7 +115,9 @@ class TcpLoss(DelayModel):
     def extra(self, rng: np.random.Generator, sizes: np.ndarray, rate: float) -> np.ndarray:
         """Seconds beyond their time on the wire that messages of ``sizes`` bytes take
         over a link of ``rate`` bytes/s: one draw per message from ``rng``."""
-        packets = np.ceil(np.asarray(sizes, dtype=np.float64) / (self.mtu - HEADERS))
+        sizes = np.asarray(sizes, dtype=np.float64)
+        packets = np.ceil(sizes / (self.mtu - HEADERS))
+        side_by_side = np.clip(np.ceil(sizes / self.chunk), 1, self.streams)
         p = self.ip_loss
         fast = rng.binomial(packets.astype(np.int64), p)
         # an empty message (no bytes modelled) sends nothing, so nothing times out
@@ -100,4 +125,5 @@ class TcpLoss(DelayModel):
             np.where(packets > 0, p * self.tail + packets * p * p * self.resend, 0)
         )
         frame = 0.0 if math.isinf(rate) else (self.mtu + FRAMING) / rate
-        return fast * (self.fast_frames * frame + self.fast_seconds) + timeouts * self.timeout
+        stall = self.fast_seconds / side_by_side
+        return fast * (self.fast_frames * frame + stall) + timeouts * self.timeout

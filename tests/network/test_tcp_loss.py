@@ -18,7 +18,7 @@ from gclab.errors import ConfigError
 from gclab.network import NetworkConfig
 from gclab.network.base import DelayModel
 from gclab.network.links import Links
-from gclab.network.tcp_loss import HEADERS, TcpLoss
+from gclab.network.tcp_loss import HEADERS, RAY_CHUNK, TcpLoss
 from gclab.sim.engine import simulate
 from gclab.sim.fast import fast_results
 from gclab.sim.search import grid, scheme_option
@@ -31,7 +31,8 @@ def mean_extra(model: TcpLoss, size: float, rate: float) -> float:
     """The model's expected extra seconds: E[L]·c + E[K]·timeout."""
     packets = math.ceil(size / (model.mtu - HEADERS))
     p = model.ip_loss
-    fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds
+    side_by_side = min(model.streams, math.ceil(size / model.chunk))
+    fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds / side_by_side
     timeouts = p * model.tail + packets * p * p * model.resend
     return packets * p * fast + timeouts * model.timeout
 
@@ -42,6 +43,25 @@ def test_draws_follow_the_model(loss, size, rate) -> None:
     extra = model.extra(np.random.default_rng(1), np.full(20_000, size), rate)
     assert extra.mean() == pytest.approx(mean_extra(model, size, rate), rel=0.05)
     assert (extra >= 0).all() and (extra == 0).any() == (size < 1e7)  # big ones always lose
+
+
+def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> None:
+    """One chunk is one flow: each loss stalls it ``fast_seconds``. A message of ``c``
+    chunks has ``min(c, streams)`` flows side by side: a stall costs it that share."""
+    chunk = RAY_CHUNK
+    rate = 1.25e8
+    frames = 2.87 * (9000 + 14) / rate
+    for chunks, side_by_side in ((1, 1), (2, 2), (4, 4), (9, 4)):
+        size = chunks * chunk - 1  # the last chunk not full
+        model = TcpLoss(ip_loss=0.05, fast_seconds=0.008, tail=0, resend=0)
+        extra = model.extra(np.random.default_rng(2), np.full(4000, size), rate)
+        packets = math.ceil(size / (9000 - HEADERS))
+        assert extra.mean() == pytest.approx(
+            packets * 0.05 * (frames + 0.008 / side_by_side), rel=0.03
+        )
+    one_flow = TcpLoss(ip_loss=0.05, streams=1).extra(np.random.default_rng(2), [44.7e6], rate)
+    four = TcpLoss(ip_loss=0.05, streams=4).extra(np.random.default_rng(2), [44.7e6], rate)
+    assert one_flow > 2 * four
 
 
 def test_no_loss_and_no_bytes_cost_nothing() -> None:
@@ -93,7 +113,10 @@ def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> Non
     [({"ip_loss": 1}, r"^ip_loss=1 is invalid: it must be a probability in \[0, 1\)"),
      ({"ip_loss": -0.1}, r"^ip_loss=-0\.1 is invalid"),
      ({"mtu": 100}, r"^mtu=100 is invalid: it must be an integer number of bytes in 576\.\.65535"),
-     ({"timeout": -1}, r"^timeout=-1 is invalid: it must be >= 0")],
+     ({"timeout": -1}, r"^timeout=-1 is invalid: it must be >= 0"),
+     ({"streams": 0}, r"^streams=0 is invalid: it must be an integer >= 1"),
+     ({"streams": 1.5}, r"^streams=1\.5 is invalid"),
+     ({"chunk": 0}, r"^chunk=0 is invalid: it must be > 0 bytes")],
 )  # fmt: skip
 def test_bad_values_fail_in_one_sentence(kwargs, pattern) -> None:
     with pytest.raises(ConfigError) as info:
