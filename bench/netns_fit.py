@@ -15,7 +15,7 @@ and 8, of every model in the files) of the squared log ratios of the predicted m
 and 95th-percentile round to the box's. The model's draws are pooled over ``--seeds``
 seeds, so a combination is judged by its distribution, not one draw.
 
-Printed: the grid's best triple, then per point (training and held out) the box's
+Printed: the grid's best combination, then per point (training and held out) the box's
 median / p95 and the ratios of the message fit's and the round fit's predictions, as
 ``bench/netns_clock.py`` makes them (the run's seed) and pooled over the seeds, and
 how many points are within 20 % on both.

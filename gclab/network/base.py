@@ -115,6 +115,18 @@ def non_negative(name: str, value: float) -> float:
     return v
 
 
+def integer(name: str, value: int, low: int, high: float, what: str) -> int:
+    """``value`` as an int if it is an integer in ``[low, high]``, else
+    :class:`ConfigError` saying it must be an integer ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        valid = False
+    else:
+        valid = low <= value <= high
+    if not valid:
+        raise ConfigError(f"{name}={value!r} is invalid: it must be an integer {what}.", param=name)
+    return int(value)
+
+
 def number(name: str, value: float) -> float:
     """``value`` as a finite float, else :class:`ConfigError`."""
     try:

@@ -9,11 +9,13 @@ depend on the scheme's load; engines add load-proportional compute time themselv
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
-from gclab.network.base import DelayModel, non_negative, number
+from gclab.network.base import DelayModel, integer, non_negative, number
 
 
 class Straggler(DelayModel):
@@ -24,16 +26,7 @@ class Straggler(DelayModel):
     ) -> None:
         self.shift = non_negative("shift", shift)
         self.mean = non_negative("mean", mean)
-        if isinstance(slow_workers, bool) or not isinstance(slow_workers, (int, np.integer)):
-            raise ConfigError(
-                f"slow_workers={slow_workers!r} is invalid: it must be an integer >= 0.",
-                param="slow_workers",
-            )
-        if slow_workers < 0:
-            raise ConfigError(
-                f"slow_workers={slow_workers!r} is invalid: it must be >= 0.", param="slow_workers"
-            )
-        self.slow_workers = int(slow_workers)
+        self.slow_workers = integer("slow_workers", slow_workers, 0, math.inf, ">= 0")
         self.slow_factor = number("slow_factor", slow_factor)
         if self.slow_factor < 1:
             raise ConfigError(

@@ -41,7 +41,7 @@ import numpy as np
 
 from gclab.errors import ConfigError
 from gclab.network import draws
-from gclab.network.base import DelayModel, non_negative, number, probability
+from gclab.network.base import DelayModel, integer, non_negative, number, probability
 from gclab.network.links import Links
 
 #: IP, TCP and TCP's timestamp option: the bytes of a packet that carry no payload.
@@ -50,14 +50,6 @@ HEADERS = 52
 FRAMING = 14
 #: Ray's object manager moves an object in chunks of this many bytes.
 RAY_CHUNK = 5 * 2**20
-
-
-def integer(name: str, value: int, low: int, high: float, what: str) -> int:
-    """``value`` if it is an integer in ``[low, high]``, else :class:`ConfigError` saying
-    it must be an integer ``what``."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{name}={value!r} is invalid: it must be an integer {what}.", param=name)
-    return value
 
 
 class TcpLoss(DelayModel):

@@ -48,11 +48,10 @@ def test_draws_follow_the_model(loss, size, rate) -> None:
 def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> None:
     """One chunk is one flow: each loss stalls it ``fast_seconds``. A message of ``c``
     chunks has ``min(c, streams)`` flows side by side: a stall costs it that share."""
-    chunk = RAY_CHUNK
     rate = 1.25e8
     frames = 2.87 * (9000 + 14) / rate
     for chunks, side_by_side in ((1, 1), (2, 2), (4, 4), (9, 4)):
-        size = chunks * chunk - 1  # the last chunk not full
+        size = chunks * RAY_CHUNK - 1  # the last chunk not full
         model = TcpLoss(ip_loss=0.05, fast_seconds=0.008, tail=0, resend=0)
         extra = model.extra(np.random.default_rng(2), np.full(4000, size), rate)
         packets = math.ceil(size / (9000 - HEADERS))
