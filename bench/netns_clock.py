@@ -175,6 +175,7 @@ def point(
     result = {
         "scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model,
         "rounds": rounds, "load": load, "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost},
+        "worker_nodes": summary["worker_nodes"],  # which workers shared a node's link
     }  # fmt: skip
     sources = {"on_box": (box_rounds, "worker_s")}
     if virtual_rounds is not None:
