@@ -13,10 +13,10 @@ Each grid point (scheme, IP loss, link bandwidth, n, model) trains twice:
 
 Each prediction is the round protocol run on recorded compute times
 (:func:`gclab.study.replay.replay_rounds`) under one delay model: ``none`` (the clock
-with bytes, no loss model), ``tcp_loss`` with ``ip_loss`` = the box's loss (the model
-fitted to TCP, :mod:`gclab.network.tcp_loss`) and the papers' erasure model,
-``bernoulli`` with ``p`` = the loss and ``network.rto=0.5``; and on two sets of compute
-times: the box run's own (``worker_s``: what each worker measured of its compute, so
+with bytes, no loss model), ``tcp_loss`` with ``ip_loss`` = the box's loss and its
+``nodes`` (the model fitted to TCP, :mod:`gclab.network.tcp_loss`) and the papers'
+erasure model, ``bernoulli`` with ``p`` = the loss and ``network.rto=0.5``; and on two
+sets of compute times: the box run's own (``worker_s``: what each worker measured of its compute, so
 that the prediction differs from the box only in the network) and the virtual run's
 (``none`` on them is the virtual run itself). Per point and model the table gives the
 median and 95th percentile round (the first, warm-up round left out) and their ratios
@@ -62,7 +62,12 @@ ERASURE_RTO = 0.5
 #: Delay models the virtual run is replayed under, by name: overrides for a loss ``p``.
 MODELS = {
     "none": lambda p: ["delay=none"],
-    "tcp_loss": lambda p: ["delay=tcp_loss", f"delay.ip_loss={p}", f"delay.mtu={MTU}"],
+    "tcp_loss": lambda p: [
+        "delay=tcp_loss",
+        f"delay.ip_loss={p}",
+        f"delay.mtu={MTU}",
+        f"delay.nodes={NODES}",
+    ],
     "bernoulli": lambda p: ["delay=bernoulli", f"delay.p={p}", f"network.rto={ERASURE_RTO}"],
 }
 

@@ -1,24 +1,36 @@
-"""Fit ``delay=tcp_loss`` to the network box's rounds; test it on points it did not see.
+"""Fit ``delay=tcp_loss`` to the network box; test it on rounds it did not see.
 
 ``tcp_loss`` (:mod:`gclab.network.tcp_loss`) was first fitted to single TCP messages sent
 after an idle gap (``bench/netns_tcp.py``). In a round, Ray moves the weights and the
-packets over connections that stay busy, and the box's rounds pay less for loss than
-those single messages predict (BENCHMARKS.md). This script fits the parameters
-that count timeouts, ``tail`` and ``resend``, the seconds a loss recovered within the
-flow costs beyond its frames, ``fast_seconds``, and how many of a long message's chunks
-recover side by side, ``streams``, to whole rounds: it reads the lossy points of
-``bench/netns_clock.py --out`` files that kept the box's compute times (a point
-measured again: its last measurement), replays each on those times under ``tcp_loss``
-with every combination of a grid (the other parameters as configured), and scores one
-by the mean over the *training* points (``--train``: by default classic_fr at n = 4
-and 8, of every model in the files) of the squared log ratios of the predicted median
-and 95th-percentile round to the box's. The model's draws are pooled over ``--seeds``
-seeds, so a combination is judged by its distribution, not one draw.
+packets over connections that stay busy, and the box's messages time out at rates of
+their own. This script fits the model in two steps from ``bench/netns_clock.py --out``
+files whose points kept the box's timelines and compute times (a point measured again:
+its last measurement):
 
-Printed: the grid's best combination, then per point (training and held out) the box's
-median / p95 and the ratios of the message fit's and the round fit's predictions, as
-``bench/netns_clock.py`` makes them (the run's seed) and pooled over the seeds, and
-how many points are within 20 % on both.
+1. **per message, from the timelines** (:func:`timeline_fit`): a worker's copy of the
+   weights is late when it came (``fetched`` − ``called``) more than ``LATE`` seconds
+   after the point's median, its packet when the driver had it (``back`` − ``returned``)
+   more than ``LATE`` after the median. Over the lossy points whose messages are one
+   chunk (Ray's 5 MiB; a longer message's recoveries overlap), the share late at IP loss
+   ``p`` is the model's chance of a timeout, ``1 − exp(−p·tail)``: ``tail`` (packets)
+   and ``copy_tail`` (copies of the weights) are their maximum-likelihood values pooled
+   over the points, and ``timeout`` the median of the late messages' delays beyond the
+   median. ``resend`` is 0 (the share late grows in proportion to ``p``).
+2. **per round** (:func:`round_fit`): with those, the seconds a loss recovered within the
+   flow costs beyond its frames, ``fast_seconds``, and how many of a long message's
+   chunks recover side by side, ``streams``, are the grid's combination whose replays of
+   the *training* points (``--train``: by default classic_fr at n = 4 and 8, every
+   model) on the box's compute times are nearest the box's median and 95th-percentile
+   round (mean squared log ratio, the model's draws pooled over ``--seeds`` seeds).
+
+Every replay puts worker ``w`` on node ``w mod NODES`` (``delay.nodes``), as the box does
+(``summary.json``'s ``worker_nodes``; points measured before the box laid its workers
+out so had Ray's layout, marked ``*`` when it was another).
+
+Printed: the fit, then per point (training and held out) the box's median / p95 and the
+ratios of the lone-message fit's and this fit's predictions, as ``bench/netns_clock.py``
+makes them (the run's seed) and pooled over the seeds, and how many points are within
+20 % on both.
 
     python bench/netns_fit.py grid4.jsonl grid8.jsonl gridr.jsonl
     python bench/netns_fit.py grid4.jsonl --train classic_fr:4 classic_cr:4
@@ -35,22 +47,28 @@ from pathlib import Path
 import numpy as np
 from common import compose_config
 from hydra.utils import instantiate
-from netns_clock import MTU, common, on_clock
+from netns_clock import MTU, NODES, common, on_clock
 
 from gclab.coding.contract import Scheme
 from gclab.network import NetworkConfig, RoundProtocol
-from gclab.network.tcp_loss import TcpLoss
+from gclab.network.tcp_loss import RAY_CHUNK, TcpLoss
 from gclab.study.replay import replay_rounds
 
-TAILS = (0.0, 0.1, 0.25, 0.5, 1.0, 2.04)
-RESENDS = (0.0, 0.03, 0.06, 0.12, 0.24, 0.48)
 FAST_SECONDS = (0.00125, 0.0025, 0.005, 0.01, 0.02)
 STREAMS = (1, 2, 4, 8)
+#: A message more than this many seconds later than its point's median waited for a
+#: timeout (half Linux's smallest retransmission timeout).
+LATE = 0.1
+#: The tails the timeline fit chooses among.
+TAIL_GRID = np.linspace(0.0, 20.0, 20001)
 #: Within this factor of the box's median and p95: the issue's goal for a loss model.
 GOAL = 1.2
-#: The fit to single messages after an idle gap (``bench/netns_tcp.py --fit``).
-#: A lone message is one TCP flow.
-MESSAGE_FIT = {"tail": 2.04, "resend": 0.48, "fast_seconds": 0.00125, "streams": 1}
+#: The fit to single messages after an idle gap (``bench/netns_tcp.py --fit``): a lone
+#: message is one TCP flow, and each worker its own copy of the weights.
+MESSAGE_FIT = {
+    "tail": 2.04, "copy_tail": 2.04, "resend": 0.48, "fast_seconds": 0.00125, "streams": 1,
+    "nodes": 0,
+}  # fmt: skip
 
 
 @dataclass
@@ -69,7 +87,18 @@ class Point:
     def name(self) -> str:
         r = self.record
         rate, loss = r["rate"] / 1e6, 100 * r["loss"]
-        return f"{r['scheme']} {r['model']} n={r['n']} {rate:g} MB/s {loss:g} %"
+        other = "" if self.round_robin else " *"
+        return f"{r['scheme']} {r['model']} n={r['n']} {rate:g} MB/s {loss:g} %{other}"
+
+    @property
+    def round_robin(self) -> bool:
+        """Whether worker ``w`` ran on node ``w mod NODES`` (the box's nodes numbered
+        from 1, in either order); unknown (no ``worker_nodes``) counts as yes."""
+        nodes = self.record.get("worker_nodes")
+        if nodes is None:
+            return True
+        pattern = [w % NODES for w in range(len(nodes))]
+        return len({(a, b) for a, b in zip(nodes, pattern)}) == NODES
 
     def rounds(self, params: dict, seed: int) -> np.ndarray:
         """The replayed round durations under ``tcp_loss`` with ``params`` (the first,
@@ -106,6 +135,55 @@ def load(paths: list[str]) -> list[Point]:
     return points
 
 
+def lateness(record: dict) -> dict[str, np.ndarray]:
+    """Seconds each worker's copy of the weights (``copy``) and its packet (``packet``)
+    took beyond the point's median, over the timed rounds (the first left out)."""
+    timed = [t for t in record["timeline_box"][1:] if t]
+    took = {
+        "copy": np.array([np.subtract(t["fetched"], t["called"]) for t in timed]),
+        "packet": np.array([np.subtract(t["back"], t["returned"]) for t in timed]),
+    }
+    return {kind: (x - np.median(x)).ravel() for kind, x in took.items()}
+
+
+def most_likely_tail(losses: np.ndarray, late: np.ndarray, counts: np.ndarray) -> float:
+    """The ``tail`` of :data:`TAIL_GRID` under which ``late[i]`` of ``counts[i]`` messages
+    at IP loss ``losses[i]`` timing out, each with chance ``1 − exp(−loss·tail)``, is
+    most likely."""
+    rate = np.outer(TAIL_GRID, losses)  # the chance of none is exp(-rate)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        some = np.where(late > 0, late * np.log(-np.expm1(-rate)), 0.0)  # none late: 0
+    log = some - (counts - late) * rate
+    return float(TAIL_GRID[int(np.argmax(log.sum(axis=1)))])
+
+
+def timeline_fit(points: list[Point]) -> tuple[dict, list[str]]:
+    """``tail``, ``copy_tail`` and ``timeout`` from the timelines of ``points`` whose
+    messages are one chunk; and a line per point: its share of late messages."""
+    timed = [p for p in points if p.payload <= RAY_CHUNK and any(p.record.get("timeline_box", []))]
+    if not timed:
+        raise SystemExit("no lossy point of one-chunk messages kept its timelines")
+    losses = np.array([p.record["loss"] for p in timed])
+    fit, delays, lines = {}, [], []
+    late_of = [lateness(p.record) for p in timed]
+    for kind, key in (("packet", "tail"), ("copy", "copy_tail")):
+        late = np.array([int((x[kind] > LATE).sum()) for x in late_of])
+        counts = np.array([x[kind].size for x in late_of])
+        fit[key] = most_likely_tail(losses, late, counts)
+        delays += [x[kind][x[kind] > LATE] for x in late_of]
+        lines += [f"{p.name}: {kind}s late {k} of {c}" for p, k, c in zip(timed, late, counts)]
+    fit["timeout"] = round(float(np.median(np.concatenate(delays))), 3)
+    return fit, lines
+
+
+def round_fit(training: list[Point], fixed: dict, seeds: list[int]) -> tuple[dict, float]:
+    """``fixed`` with the ``fast_seconds`` and ``streams`` whose replays of ``training``
+    are nearest the box's rounds; and their score."""
+    grid = [{**fixed, "fast_seconds": f, "streams": k} for f in FAST_SECONDS for k in STREAMS]
+    scores = [score(training, params, seeds) for params in grid]
+    return grid[int(np.argmin(scores))], min(scores)
+
+
 def ratios(point: Point, params: dict, seeds: list[int]) -> tuple[float, float]:
     """Predicted median and p95 over the box's, the draws of ``seeds`` pooled."""
     t = np.concatenate([point.rounds(params, s) for s in seeds])
@@ -140,24 +218,24 @@ def main() -> None:
     if not training:
         raise SystemExit(f"no lossy point with kept compute times matches --train {args.train}")
     seeds = list(range(args.seeds))
-    grid = [
-        {"tail": t, "resend": r, "fast_seconds": f, "streams": k}
-        for t in TAILS for r in RESENDS for f in FAST_SECONDS for k in STREAMS
-    ]  # fmt: skip
-    scores = [score(training, params, seeds) for params in grid]
-    best = grid[int(np.argmin(scores))]
+    per_message, lines = timeline_fit(points)
+    print("timelines:\n  " + "\n  ".join(lines))
+    print(f"timeline fit: {per_message}")
+    best, best_score = round_fit(training, {**per_message, "resend": 0.0, "nodes": NODES}, seeds)
     print(f"{len(training)} training points, {len(points) - len(training)} held out; seeds {seeds}")
-    print(f"message fit {MESSAGE_FIT}: training score {score(training, MESSAGE_FIT, seeds):.4f}")
-    print(f"best of the grid {best}: training score {min(scores):.4f}\n")
+    lone = score(training, MESSAGE_FIT, seeds)
+    print(f"lone-message fit {MESSAGE_FIT}: training score {lone:.4f}")
+    print(f"the fit {best}: training score {best_score:.4f}\n")
     print(
-        "| point | role | box median / p95 s | message fit (run's seed) | message fit (pooled) "
-        "| round fit (run's seed) | round fit (pooled) |\n|---|---|---|---|---|---|---|"
+        "| point | role | box median / p95 s | lone-message fit (run's seed) "
+        "| lone-message fit (pooled) | the fit (run's seed) | the fit (pooled) |\n"
+        "|---|---|---|---|---|---|---|"
     )
-    within = {"message fit": [0, 0], "round fit": [0, 0]}
+    within = {"lone-message fit": [0, 0], "the fit": [0, 0]}
     for point, t in zip(points, is_train):
         box = point.record["box"]
         cells = []
-        for name, params in (("message fit", MESSAGE_FIT), ("round fit", best)):
+        for name, params in (("lone-message fit", MESSAGE_FIT), ("the fit", best)):
             own = ratios(point, params, [point.seed])
             cells += [cell(*own), cell(*ratios(point, params, seeds))]
             ok = max(abs(np.log(own[0])), abs(np.log(own[1]))) <= np.log(GOAL)

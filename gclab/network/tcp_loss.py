@@ -15,22 +15,33 @@ retransmission timeout, messages after an idle gap), two kinds of loss make the 
   several chunks pays a loss's stall ``1/k`` of it (resent frames in full);
 * **timed out**: the loss of one of the message's last packets (nothing after it to
   reveal it) or of a resent packet waits for the retransmission timeout, ``timeout``
-  seconds each. Their number is ``K ~ Poisson(ip_loss·tail + N·ip_loss²·resend)``: about
-  ``tail`` packets at the end, and a share ``resend`` of the resent packets lost again.
+  seconds each. A message first times out ``Poisson(λ)`` times, ``λ = ip_loss·tail +
+  N·ip_loss²·resend``: about ``tail`` packets at the end, and a share ``resend`` of the
+  resent packets lost again. After a timeout TCP sends again from a window of one
+  packet, so what is left of the message is once more a flow's last packets: each
+  timeout is followed by another with the message's own chance of one, ``1 − e^−λ``
+  (geometric chains; ``chains=false``: the first ones alone). ``K`` counts them all:
+  ``E[K] = λ·e^λ`` (``λ`` without chains).
 
 A message of ``size`` bytes over a link of ``rate`` bytes/s (``inf``: its time on the
 wire is not the point, only the timeouts and ``fast_seconds`` remain) then takes
-``L·c + K·timeout`` seconds more than it would without loss. The form and ``timeout``
-and ``fast_frames`` are fitted to single messages sent after an idle gap
-(``bench/netns_tcp.py``); ``tail``, ``resend``, ``fast_seconds`` and ``streams`` to whole
-training rounds through Ray in the box (``bench/netns_fit.py``), where losses cost less
-than single messages predict: that is what the clock charges (docs/simulator.md has
-both fits, their commands and their limits).
+``L·c + K·timeout`` seconds more than it would without loss. The form and
+``fast_frames`` are fitted to single messages sent after an idle gap
+(``bench/netns_tcp.py``). What a round pays is fitted to training rounds through Ray in
+the box (``bench/netns_fit.py``): ``tail``, ``copy_tail`` and ``timeout`` to how often,
+and by how much, the box's packets and copies of the weights came late (its rounds'
+timelines), ``fast_seconds`` and ``streams`` to its rounds' durations; ``resend`` is 0
+there. docs/simulator.md has the fits, their commands and their limits.
 
-As a delay model each worker's round pays it twice, from independent draws: for the
-weights' broadcast (``links.payload`` bytes at the broadcast's rate per copy) and for
-its packet (``size`` bytes at its uplink's rate). It loses no packet, so the protocol
-never retransmits for it; :attr:`loss_rate` is the IP loss it models.
+As a delay model each worker's round pays it twice: for its copy of the weights
+(``links.payload`` bytes at the broadcast's rate per copy, with ``copy_tail`` in place of
+``tail``) and for its packet (``size`` bytes at its uplink's rate), each packet drawn
+alone. With ``nodes`` > 0 the workers run on that many nodes, worker ``w`` on node ``w mod
+nodes`` (as ``cluster=netns`` lays them out), and a node fetches one copy of the weights
+for all its workers: one draw per node, so a copy that waits for a timeout makes every
+worker of its node late together (``0``: each worker fetches its own). It loses no
+packet, so the protocol never retransmits for it; :attr:`loss_rate` is the IP loss it
+models.
 """
 
 from __future__ import annotations
@@ -68,6 +79,9 @@ class TcpLoss(DelayModel):
         resend: float = 0.0,
         streams: int = 4,
         chunk: float = RAY_CHUNK,
+        copy_tail: float = 0.5,
+        nodes: int = 0,
+        chains: bool = True,
     ) -> None:
         self.ip_loss = probability("ip_loss", ip_loss, below_one=True)
         self.mtu = integer(
@@ -79,6 +93,18 @@ class TcpLoss(DelayModel):
         self.timeout = non_negative("timeout", timeout)
         self.tail = non_negative("tail", tail)
         self.resend = non_negative("resend", resend)
+        self.copy_tail = non_negative("copy_tail", copy_tail)
+        if not isinstance(chains, bool):
+            raise ConfigError(
+                f"chains={chains!r} is invalid: it must be true (a timeout may be followed "
+                "by another) or false (Poisson timeouts alone).",
+                param="chains",
+            )
+        self.chains = chains
+        self.nodes = integer(
+            "nodes", nodes, 0, math.inf,
+            ">= 0 (the nodes whose workers share a copy of the weights; 0: none share)",
+        )  # fmt: skip
         self.streams = integer(
             "streams", streams, 1, math.inf,
             ">= 1 (how many of a message's chunks recover their losses side by side; "
@@ -100,22 +126,38 @@ class TcpLoss(DelayModel):
         self, round: int, n: int, seed: int, size: float, links: Links
     ) -> np.ndarray:
         rng = draws.generator(seed, draws.TRANSFER, round)
-        copy = links.broadcast / n  # each worker's copy of the weights, all sent together
-        down = self.extra(rng, np.full(n, links.payload), copy) if links.payload else 0.0
+        rate = links.broadcast / n  # each worker's copy of the weights, all sent together
+        copies = min(self.nodes, n) or n
+        down = 0.0
+        if links.payload:
+            drawn = self.extra(rng, np.full(copies, links.payload), rate, self.copy_tail)
+            down = drawn[np.arange(n) % copies]
         return down + self.extra(rng, np.full(n, size), links.uplink)
 
-    def extra(self, rng: np.random.Generator, sizes: np.ndarray, rate: float) -> np.ndarray:
+    def extra(
+        self,
+        rng: np.random.Generator,
+        sizes: np.ndarray,
+        rate: float,
+        tail: float | None = None,
+    ) -> np.ndarray:
         """Seconds beyond their time on the wire that messages of ``sizes`` bytes take
-        over a link of ``rate`` bytes/s: one draw per message from ``rng``."""
+        over a link of ``rate`` bytes/s (``tail``: packets at a message's end whose loss
+        times out, by default :attr:`tail`): one draw per message from ``rng``."""
+        tail = self.tail if tail is None else tail
         sizes = np.asarray(sizes, dtype=np.float64)
         packets = np.ceil(sizes / (self.mtu - HEADERS))
         side_by_side = np.clip(np.ceil(sizes / self.chunk), 1, self.streams)
         p = self.ip_loss
         fast = rng.binomial(packets.astype(np.int64), p)
         # an empty message (no bytes modelled) sends nothing, so nothing times out
-        timeouts = rng.poisson(
-            np.where(packets > 0, p * self.tail + packets * p * p * self.resend, 0)
-        )
+        first = np.where(packets > 0, p * tail + packets * p * p * self.resend, 0)
+        timeouts = rng.poisson(first)
+        if self.chains:  # after a timeout TCP resends from a window of one packet: each
+            # timeout is followed by another with the message's own chance of one
+            again = -np.expm1(-first)
+            chained = rng.negative_binomial(np.maximum(timeouts, 1), 1.0 - again)
+            timeouts = timeouts + np.where(timeouts > 0, chained, 0)
         frame = 0.0 if math.isinf(rate) else (self.mtu + FRAMING) / rate
         stall = self.fast_seconds / side_by_side
         return fast * (self.fast_frames * frame + stall) + timeouts * self.timeout

@@ -179,6 +179,11 @@ class Cluster:
         builds its box here (:mod:`gclab.runtime.netns`)."""
         return nullcontext()
 
+    def pins(self, actors: int) -> list[dict[str, float]]:
+        """Resources pinning each of ``actors`` actors to a node
+        (:class:`gclab.runtime.placement.Placement`): none here, Ray's strategy decides."""
+        return []
+
     def layout(self, nodes: Sequence[str], groups: Sequence[Sequence[int]]) -> dict[str, Any]:
         """What summary.json records, beyond ``nodes``, about where the actors (the Ray
         node of each, ``nodes``, hosting the logical workers ``groups``) run: nothing here."""

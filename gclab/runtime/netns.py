@@ -12,11 +12,14 @@ and the data shards at start-up then cross a shaped, lossy link over TCP, as Ray
 them; the wall clock (``network.clock=wall``, which the box requires) measures what that
 costs.
 
-Workers are spread evenly over the nodes (``cluster.placement=spread``; each node offers
-the CPUs its share of the actors reserves). ``summary.json`` records ``worker_nodes``
-(the node of each logical worker), the links, the MTU, TCP's congestion control and
-``link_traffic``: the bytes and IP packets each link carried each way during the rounds,
-and how many it lost.
+Actor ``i`` runs on node ``1 + i mod cluster.nodes`` (its bundle asks for a sliver of that
+node's Ray resource ``node:<address>``; each node offers the CPUs its share of the actors
+reserves). With one actor per worker, the wall clock's default, worker ``w`` runs on node
+``1 + w mod cluster.nodes``: the layout ``delay=tcp_loss delay.nodes`` assumes on the
+virtual clock, where a node's workers share its link and its copy of the weights.
+``summary.json`` records ``worker_nodes`` (the node of each logical worker), the links,
+the MTU, TCP's congestion control and ``link_traffic``: the bytes and IP packets each
+link carried each way during the rounds, and how many it lost.
 
 :meth:`NetnsCluster.running` builds all of it and takes it down again, Ray processes
 included, however the run ends (a Ctrl-C, a failure, a lost cluster): nothing is left.
@@ -51,6 +54,8 @@ from gclab.runtime.ray_start import start_or_join
 GCS_PORT = 6379
 #: The link every node has unless ``cluster.node_links`` says otherwise: 100 Mbit/s, no loss.
 DEFAULT_LINK = Link(bandwidth=1.25e7, loss=0.0)
+#: How much of a node's ``node:<address>`` resource (1 in all) an actor's bundle asks for.
+PIN = 0.001
 #: Ray's smallest object store, bytes.
 MIN_OBJECT_STORE = 75e6
 #: Ray's token authentication, on in every node and the driver: one secret per process
@@ -171,6 +176,13 @@ class NetnsCluster(Cluster):
         """CPUs each node offers Ray: what its share of the actors reserves (at least 1)."""
         actors = self.actors or self.workers  # the wall clock's default: one per worker
         return max(1, math.ceil(math.ceil(actors / self.nodes) * self.worker_cpus))
+
+    def pins(self, actors: int) -> list[dict[str, float]]:
+        """Actor ``i`` on node ``1 + i mod nodes``, by a sliver of the node's own Ray
+        resource."""
+        assert self._box is not None
+        box = self._box
+        return [{f"node:{box.address(1 + i % self.nodes)}": PIN} for i in range(actors)]
 
     @contextmanager
     def running(self) -> Iterator[Box]:

@@ -7,12 +7,13 @@ not at all, so runs that share a cluster never each grab part of what they need 
 all wait for the rest. A reservation the cluster could never grant is refused at once;
 how long a run waits for one it could grant is the caller's start-up deadline
 (:mod:`gclab.runtime.pool`). Actors that reserve nothing (``worker_cpus=0``,
-``worker_gpus=0``) cannot form bundles; they get Ray's ``SPREAD`` or default
-scheduling instead.
+``worker_gpus=0``) and are pinned nowhere cannot form bundles; they get Ray's ``SPREAD``
+or default scheduling instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -35,16 +36,29 @@ class Strategy(StrEnum):
 
 
 class Placement:
-    """The reservation of ``actors`` actors of ``cpus`` CPUs and ``gpus`` GPUs each."""
+    """The reservation of ``actors`` actors of ``cpus`` CPUs and ``gpus`` GPUs each.
 
-    def __init__(self, actors: int, cpus: float, gpus: float, strategy: Strategy) -> None:
+    ``pins`` (one mapping per actor, or none) adds resources to actor ``i``'s bundle that
+    only one node has, e.g. Ray's ``node:<ip>``: actor ``i`` then runs there, whatever
+    the strategy (``cluster=netns`` lays its workers out so).
+    """
+
+    def __init__(
+        self,
+        actors: int,
+        cpus: float,
+        gpus: float,
+        strategy: Strategy,
+        pins: Sequence[Mapping[str, float]] = (),
+    ) -> None:
         self.strategy = Strategy(strategy)
         self.bundle = {name: v for name, v in (("CPU", cpus), ("GPU", gpus)) if v > 0}
         self.cpus, self.gpus = cpus, gpus
         self.group = None
-        if self.bundle:
+        bundles = [{**self.bundle, **pin} for pin in pins] or [self.bundle] * actors
+        if self.bundle or pins:
             _check_fits(actors, self.bundle)
-            self.group = placement_group([self.bundle] * actors, strategy=strategy.upper())
+            self.group = placement_group(bundles, strategy=strategy.upper())
 
     def wait(self, timeout: float) -> bool:
         """Whether the whole reservation is granted within ``timeout`` seconds.

@@ -481,7 +481,10 @@ def ray_pool(plan: TrainingPlan, spec: WorkerSpec, shards: list[Shard]) -> Worke
         cluster.connect()
     shard_refs = [ray.put(shard) for shard in shards]
     groups = cluster.groups(one_per_worker=plan.protocol.network.clock == "wall")
-    placement = Placement(len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement)
+    placement = Placement(
+        len(groups), cluster.worker_cpus, cluster.worker_gpus, cluster.placement,
+        cluster.pins(len(groups)),
+    )  # fmt: skip
     return WorkerPool(
         spec, groups, shard_refs, placement, cluster.timeout, f"gclab-{uuid.uuid4().hex[:8]}"
     )

@@ -27,14 +27,17 @@ from helpers.config import assert_one_sentence
 CNN = 1_427_240  # bytes of the small CNN's gradient
 
 
-def mean_extra(model: TcpLoss, size: float, rate: float) -> float:
-    """The model's expected extra seconds: E[L]·c + E[K]·timeout."""
+def mean_extra(model: TcpLoss, size: float, rate: float, copy: bool = False) -> float:
+    """The model's expected extra seconds: E[L]·c + E[K]·timeout (``copy``: of a copy of
+    the weights, whose tail is ``copy_tail``), where K is Poisson(λ) timeouts each
+    followed by a geometric number more, each with chance ``1 − exp(−λ)``."""
     packets = math.ceil(size / (model.mtu - HEADERS))
     p = model.ip_loss
     side_by_side = min(model.streams, math.ceil(size / model.chunk))
     fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds / side_by_side
-    timeouts = p * model.tail + packets * p * p * model.resend
-    return packets * p * fast + timeouts * model.timeout
+    tail = model.copy_tail if copy else model.tail
+    first = p * tail + packets * p * p * model.resend
+    return packets * p * fast + first / math.exp(-first) * model.timeout
 
 
 @pytest.mark.parametrize(("loss", "size", "rate"), [(0.02, CNN, 1.25e7), (0.05, 44.7e6, 1.25e8)])
@@ -63,6 +66,20 @@ def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> 
     assert one_flow > 2 * four
 
 
+def test_each_timeout_is_followed_by_another_with_the_messages_own_chance() -> None:
+    """A message times out at all with chance 1 − exp(−λ), λ = loss·tail; each timeout
+    then has a further one behind it with that same chance, so E[K] = λ·exp(λ)."""
+    model = TcpLoss(ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0)
+    count = model.extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
+    assert (count == 0).mean() == pytest.approx(math.exp(-0.5), abs=0.01)
+    assert count.mean() == pytest.approx(0.5 * math.exp(0.5), rel=0.03)  # not 0.5
+    assert (count >= 2).mean() > 0.15  # Poisson(0.5) alone: 0.09
+    alone = TcpLoss(
+        ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0, chains=False
+    ).extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
+    assert alone.mean() == pytest.approx(0.5, rel=0.03)  # Poisson(λ) only
+
+
 def test_no_loss_and_no_bytes_cost_nothing() -> None:
     rng = np.random.default_rng(0)
     assert not TcpLoss(ip_loss=0.0).extra(rng, np.full(100, CNN), 1.25e7).any()
@@ -82,15 +99,31 @@ def test_more_loss_bigger_messages_and_slower_links_cost_more() -> None:
 
 def test_a_round_pays_for_the_broadcast_and_the_packet_seeded_per_round() -> None:
     links = Links(uplink=6.25e6, broadcast=5e7, payload=CNN)  # 4 workers: 12.5 MB/s a copy
-    model = TcpLoss(ip_loss=0.05)
+    model = TcpLoss(ip_loss=0.05, tail=2.0, copy_tail=5.0)
     first = model.transfer_delays(3, 4, 7, CNN, links)
     assert np.array_equal(first, model.transfer_delays(3, 4, 7, CNN, links))
     assert not np.array_equal(first, model.transfer_delays(4, 4, 7, CNN, links))
     rounds = np.array([model.transfer_delays(r, 4, 7, CNN, links) for r in range(4000)])
-    down = mean_extra(model, CNN, 1.25e7)
+    down = mean_extra(model, CNN, 1.25e7, copy=True)
     assert rounds.mean() == pytest.approx(down + mean_extra(model, CNN, 6.25e6), rel=0.05)
     assert not model.lost(3, 4, 7).any() and model.loss_rate == 0.05
     assert DelayModel().transfer_delays(3, 4, 7, CNN, links).tolist() == [0.0] * 4
+
+
+def test_a_nodes_workers_share_one_copy_of_the_weights() -> None:
+    """With ``nodes`` k, worker w fetches node w mod k's copy: one draw a node, so its
+    workers are late together; without, each worker draws its own copy."""
+    links = Links(uplink=6.25e6, broadcast=5e7, payload=CNN)
+    shared = TcpLoss(ip_loss=0.05, copy_tail=5.0, nodes=2)
+    down = np.array([shared.transfer_delays(r, 4, 7, 0.0, links) for r in range(4000)])
+    assert np.array_equal(down[:, 0], down[:, 2]) and np.array_equal(down[:, 1], down[:, 3])
+    assert (down[:, 0] != down[:, 1]).any()
+    assert down.mean() == pytest.approx(mean_extra(shared, CNN, 1.25e7, copy=True), rel=0.05)
+    alone = TcpLoss(ip_loss=0.05, copy_tail=5.0)
+    own = np.array([alone.transfer_delays(r, 4, 7, 0.0, links) for r in range(200)])
+    assert all(len(set(row)) > 1 for row in own if row.max() > 0.1)  # timeouts come alone
+    many = TcpLoss(ip_loss=0.05, copy_tail=5.0, nodes=9).transfer_delays(3, 4, 7, 0.0, links)
+    assert np.array_equal(many, alone.transfer_delays(3, 4, 7, 0.0, links))  # one a node
 
 
 def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> None:
@@ -115,7 +148,11 @@ def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> Non
      ({"timeout": -1}, r"^timeout=-1 is invalid: it must be >= 0"),
      ({"streams": 0}, r"^streams=0 is invalid: it must be an integer >= 1"),
      ({"streams": 1.5}, r"^streams=1\.5 is invalid"),
-     ({"chunk": 0}, r"^chunk=0 is invalid: it must be > 0 bytes")],
+     ({"chunk": 0}, r"^chunk=0 is invalid: it must be > 0 bytes"),
+     ({"copy_tail": -1}, r"^copy_tail=-1 is invalid: it must be >= 0"),
+     ({"nodes": -1}, r"^nodes=-1 is invalid: it must be an integer >= 0"),
+     ({"nodes": 2.5}, r"^nodes=2\.5 is invalid"),
+     ({"chains": "yes"}, r"^chains='yes' is invalid: it must be true")],
 )  # fmt: skip
 def test_bad_values_fail_in_one_sentence(kwargs, pattern) -> None:
     with pytest.raises(ConfigError) as info:

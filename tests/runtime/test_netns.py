@@ -58,7 +58,7 @@ def test_trains_over_lossy_shaped_links_on_both_nodes_and_leaves_nothing(tmp_pat
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["nodes"] == 2 and sorted(set(summary["worker_nodes"])) == [1, 2]
+    assert summary["nodes"] == 2 and summary["worker_nodes"] == [1, 2, 1, 2]  # w mod 2
     payload = summary["payload_bytes"]  # classic_fr: a packet is a whole gradient
     rounds = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "round"]
     assert len(rounds) == 4

@@ -49,3 +49,13 @@ def test_actors_that_reserve_nothing_have_no_group_to_wait_for() -> None:
     assert nothing.group is None and nothing.wait(0.0) and nothing.nodes() == []
     assert nothing.options(2)["scheduling_strategy"] == "SPREAD"
     assert Placement(3, 0.0, 0.0, "pack").options(0)["scheduling_strategy"] == "DEFAULT"
+
+
+def test_pinned_actors_ask_for_their_nodes_resource_in_their_bundles(monkeypatch) -> None:
+    two_nodes(monkeypatch, cpus=2.0)
+    made = []
+    monkeypatch.setattr(placement, "placement_group", lambda b, strategy: made.append(b))
+    pins = [{"node:10.0.0.1": 0.001}, {"node:10.0.0.2": 0.001}, {"node:10.0.0.1": 0.001}]
+    Placement(3, 1.0, 0.0, "spread", pins)
+    Placement(3, 0.0, 0.0, "spread", pins)  # pinned, so a group even without CPUs
+    assert made == [[{"CPU": 1.0, **pin} for pin in pins], pins]
