@@ -11,7 +11,9 @@ its last measurement):
    weights is late when it came (``fetched`` − ``called``) more than ``LATE`` seconds
    after the point's median, its packet when the driver had it (``back`` − ``returned``)
    more than ``LATE`` after the median. Over the lossy points whose messages are one
-   chunk (Ray's 5 MiB; a longer message's recoveries overlap), the share late at IP loss
+   chunk (Ray's 5 MiB; a longer message's recoveries overlap) and whose nodes' packets
+   all cross the link within ``LATE`` (the CNN at 125 MB/s; at 12.5 MB/s a packet can
+   be late for waiting behind its node's others), the share late at IP loss
    ``p`` is the model's chance of a timeout, ``1 − exp(−p·tail)``: ``tail`` (packets)
    and ``copy_tail`` (copies of the weights) are their maximum-likelihood values pooled
    over the points, and ``timeout`` the median of the late messages' delays beyond the
@@ -64,10 +66,10 @@ TAIL_GRID = np.linspace(0.0, 20.0, 20001)
 #: Within this factor of the box's median and p95: the issue's goal for a loss model.
 GOAL = 1.2
 #: The fit to single messages after an idle gap (``bench/netns_tcp.py --fit``): a lone
-#: message is one TCP flow, and each worker its own copy of the weights.
+#: message is one TCP flow, each worker its own copy of the weights, no chains.
 MESSAGE_FIT = {
     "tail": 2.04, "copy_tail": 2.04, "resend": 0.48, "fast_seconds": 0.00125, "streams": 1,
-    "nodes": 0,
+    "nodes": 0, "chains": False,
 }  # fmt: skip
 
 
@@ -157,12 +159,20 @@ def most_likely_tail(losses: np.ndarray, late: np.ndarray, counts: np.ndarray) -
     return float(TAIL_GRID[int(np.argmax(log.sum(axis=1)))])
 
 
+def clear(point: Point) -> bool:
+    """Whether ``point``'s messages are one chunk each and a node's packets of a round
+    all cross its link within :data:`LATE` seconds: a packet there is late only by a
+    timeout, never by waiting behind its node's other packets."""
+    r = point.record
+    return point.payload <= RAY_CHUNK and r["n"] / NODES * point.payload / r["rate"] < LATE
+
+
 def timeline_fit(points: list[Point]) -> tuple[dict, list[str]]:
-    """``tail``, ``copy_tail`` and ``timeout`` from the timelines of ``points`` whose
-    messages are one chunk; and a line per point: its share of late messages."""
-    timed = [p for p in points if p.payload <= RAY_CHUNK and any(p.record.get("timeline_box", []))]
+    """``tail``, ``copy_tail`` and ``timeout`` from the timelines of ``points`` that are
+    :func:`clear`; and a line per point: its share of late messages."""
+    timed = [p for p in points if clear(p) and any(p.record.get("timeline_box", []))]
     if not timed:
-        raise SystemExit("no lossy point of one-chunk messages kept its timelines")
+        raise SystemExit("no lossy point of one-chunk messages on fast links kept its timelines")
     losses = np.array([p.record["loss"] for p in timed])
     fit, delays, lines = {}, [], []
     late_of = [lateness(p.record) for p in timed]

@@ -19,9 +19,9 @@ retransmission timeout, messages after an idle gap), two kinds of loss make the 
   N·ip_loss²·resend``: about ``tail`` packets at the end, and a share ``resend`` of the
   resent packets lost again. After a timeout TCP sends again from a window of one
   packet, so what is left of the message is once more a flow's last packets: each
-  timeout is followed by another with the message's own chance of one, ``1 − e^−λ``
-  (geometric chains; ``chains=false``: the first ones alone). ``K`` counts them all:
-  ``E[K] = λ·e^λ`` (``λ`` without chains).
+  timeout is followed by another with the chance of a lost last packet, ``a = 1 −
+  e^(−ip_loss·tail)`` (geometric chains; ``chains=false``: the first ones alone). ``K``
+  counts them all: ``E[K] = λ/(1 − a)`` (``λ`` without chains).
 
 A message of ``size`` bytes over a link of ``rate`` bytes/s (``inf``: its time on the
 wire is not the point, only the timeouts and ``fast_seconds`` remain) then takes
@@ -151,11 +151,11 @@ class TcpLoss(DelayModel):
         p = self.ip_loss
         fast = rng.binomial(packets.astype(np.int64), p)
         # an empty message (no bytes modelled) sends nothing, so nothing times out
-        first = np.where(packets > 0, p * tail + packets * p * p * self.resend, 0)
-        timeouts = rng.poisson(first)
-        if self.chains:  # after a timeout TCP resends from a window of one packet: each
-            # timeout is followed by another with the message's own chance of one
-            again = -np.expm1(-first)
+        sent = packets > 0  # an empty message (no bytes modelled) sends nothing
+        timeouts = rng.poisson(np.where(sent, p * tail + packets * p * p * self.resend, 0))
+        if self.chains:  # after a timeout TCP resends from a window of one packet: what is
+            # left is a flow's last packets again, and times out again with that chance
+            again = np.where(sent, -math.expm1(-p * tail), 0.0)
             chained = rng.negative_binomial(np.maximum(timeouts, 1), 1.0 - again)
             timeouts = timeouts + np.where(timeouts > 0, chained, 0)
         frame = 0.0 if math.isinf(rate) else (self.mtu + FRAMING) / rate

@@ -30,14 +30,14 @@ CNN = 1_427_240  # bytes of the small CNN's gradient
 def mean_extra(model: TcpLoss, size: float, rate: float, copy: bool = False) -> float:
     """The model's expected extra seconds: E[L]·c + E[K]·timeout (``copy``: of a copy of
     the weights, whose tail is ``copy_tail``), where K is Poisson(λ) timeouts each
-    followed by a geometric number more, each with chance ``1 − exp(−λ)``."""
+    followed by a geometric number more, each with chance ``1 − exp(−p·tail)``."""
     packets = math.ceil(size / (model.mtu - HEADERS))
     p = model.ip_loss
     side_by_side = min(model.streams, math.ceil(size / model.chunk))
     fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds / side_by_side
     tail = model.copy_tail if copy else model.tail
     first = p * tail + packets * p * p * model.resend
-    return packets * p * fast + first / math.exp(-first) * model.timeout
+    return packets * p * fast + first / math.exp(-p * tail) * model.timeout
 
 
 @pytest.mark.parametrize(("loss", "size", "rate"), [(0.02, CNN, 1.25e7), (0.05, 44.7e6, 1.25e8)])
@@ -67,8 +67,9 @@ def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> 
 
 
 def test_each_timeout_is_followed_by_another_with_the_messages_own_chance() -> None:
-    """A message times out at all with chance 1 − exp(−λ), λ = loss·tail; each timeout
-    then has a further one behind it with that same chance, so E[K] = λ·exp(λ)."""
+    """A message times out at all with chance 1 − exp(−λ), λ = loss·tail (no resent
+    packet lost again); each timeout then has a further one behind it with that same
+    chance, so E[K] = λ·exp(λ). Lost resent packets add timeouts, not chains."""
     model = TcpLoss(ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0)
     count = model.extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
     assert (count == 0).mean() == pytest.approx(math.exp(-0.5), abs=0.01)
@@ -78,6 +79,11 @@ def test_each_timeout_is_followed_by_another_with_the_messages_own_chance() -> N
         ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0, chains=False
     ).extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
     assert alone.mean() == pytest.approx(0.5, rel=0.03)  # Poisson(λ) only
+    long = TcpLoss(
+        ip_loss=0.05, tail=0.5, resend=0.48, fast_frames=0.0, fast_seconds=0.0, timeout=1.0
+    ).extra(np.random.default_rng(3), np.full(2000, 44.7e6), 1.25e8)
+    first = 0.05 * 0.5 + math.ceil(44.7e6 / (9000 - HEADERS)) * 0.05**2 * 0.48  # about 6
+    assert long.mean() == pytest.approx(first * math.exp(0.05 * 0.5), rel=0.03)
 
 
 def test_no_loss_and_no_bytes_cost_nothing() -> None:
