@@ -181,7 +181,8 @@ def timeline_fit(points: list[Point]) -> tuple[dict, list[str]]:
         counts = np.array([x[kind].size for x in late_of])
         fit[key] = most_likely_tail(losses, late, counts)
         delays += [x[kind][x[kind] > LATE] for x in late_of]
-        lines += [f"{p.name}: {kind}s late {k} of {c}" for p, k, c in zip(timed, late, counts)]
+        what = {"packet": "packets", "copy": "copies of the weights"}[kind]
+        lines += [f"{p.name}: {what} late {k} of {c}" for p, k, c in zip(timed, late, counts)]
     fit["timeout"] = round(float(np.median(np.concatenate(delays))), 3)
     return fit, lines
 

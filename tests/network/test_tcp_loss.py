@@ -55,14 +55,15 @@ def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> 
     frames = 2.87 * (9000 + 14) / rate
     for chunks, side_by_side in ((1, 1), (2, 2), (4, 4), (9, 4)):
         size = chunks * RAY_CHUNK - 1  # the last chunk not full
-        model = TcpLoss(ip_loss=0.05, fast_seconds=0.008, tail=0, resend=0)
+        model = TcpLoss(ip_loss=0.05, fast_seconds=0.008, tail=0, resend=0, streams=4)
         extra = model.extra(np.random.default_rng(2), np.full(4000, size), rate)
         packets = math.ceil(size / (9000 - HEADERS))
         assert extra.mean() == pytest.approx(
             packets * 0.05 * (frames + 0.008 / side_by_side), rel=0.03
         )
-    one_flow = TcpLoss(ip_loss=0.05, streams=1).extra(np.random.default_rng(2), [44.7e6], rate)
-    four = TcpLoss(ip_loss=0.05, streams=4).extra(np.random.default_rng(2), [44.7e6], rate)
+    one_flow = TcpLoss(ip_loss=0.05, fast_seconds=0.008, streams=1)
+    four = TcpLoss(ip_loss=0.05, fast_seconds=0.008, streams=4)
+    one_flow, four = (m.extra(np.random.default_rng(2), [44.7e6], rate) for m in (one_flow, four))
     assert one_flow > 2 * four
 
 
