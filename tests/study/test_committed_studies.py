@@ -25,6 +25,7 @@ STUDIES = {  # spec -> the archive its report is rebuilt from (docs/study.md)
     "packet_loss_v3_heldout.yaml": "docs/study-results/v3/heldout/archive",
     "packet_loss_v3_in_turn.yaml": "docs/study-results/v3/in-turn/archive",
     "packet_loss_v3_tcp.yaml": "docs/study-results/v3/tcp/archive",
+    "packet_loss_v3_tcp_timelines.yaml": "docs/study-results/v3/tcp/archive",  # the same runs
 }
 #: Studies still running: their archive holds some of their runs, and nothing else.
 RUNNING: set[str] = set()
@@ -94,6 +95,30 @@ def test_v3s_tcp_spec_replays_v3s_exact_arms_own_lossless_runs_under_tcp_loss():
     for path in archived:
         unit = path.relative_to(v3 / "tcp/archive")
         assert path.read_bytes() == (v3 / "archive" / unit).read_bytes()
+
+
+def test_v3s_tcp_spec_under_the_timeline_fit_is_the_tcp_spec_but_its_losses_parameters():
+    load = lambda name: yaml.safe_load((ROOT / "gclab/study" / name).read_text())  # noqa: E731
+    tcp, timelines = load("packet_loss_v3_tcp.yaml"), load("packet_loss_v3_tcp_timelines.yaml")
+    old, new = tcp.pop("losses"), timelines.pop("losses")
+    assert timelines == tcp and old.keys() == new.keys() and new["none"] == old["none"]
+    for name in ("tcp-0.02", "tcp-0.05"):
+        assert new[name][:2] == old[name][:2] and new[name] != old[name]
+        keys = {k.split("=")[0] for k in new[name][2:]}  # every parameter written out
+        assert keys == {
+            f"delay.{p}"
+            for p in (
+                "tail",
+                "copy_tail",
+                "timeout",
+                "resend",
+                "fast_seconds",
+                "fast_frames",
+                "streams",
+                "nodes",
+                "chains",
+            )
+        }
 
 
 def test_a_baseline_named_by_its_label_is_compared_under_its_groups_name(tmp_path):
