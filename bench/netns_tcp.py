@@ -105,6 +105,8 @@ def measure(rate: float, loss: float, sizes: list[int], gap: float, budget: floa
 QUANTILES = (50, 75, 90, 95, 99)
 #: The model's parameters the fit chooses by Nelder-Mead, and where it starts.
 FITTED = {"fast_frames": 3.0, "fast_seconds": 0.001, "tail": 2.0, "resend": 0.5}
+#: A lone message: one TCP flow, its timeouts counted without chains (the form fitted).
+LONE = {"streams": 1, "chains": False}
 #: Extra seconds of a message's one timeout, at most (about one RTO above RTO_min, 0.2 s,
 #: where two timeouts are not yet possible).
 ONE_TIMEOUT = (0.12, 0.35)
@@ -122,7 +124,7 @@ def model_times(params: dict, point: tuple, lossless: np.ndarray, draws: int = 4
     plus the model's extra, seeded."""
     rate, loss, size, mtu = point
     rng = np.random.default_rng(0)
-    model = TcpLoss(ip_loss=loss, mtu=mtu, **params)
+    model = TcpLoss(ip_loss=loss, mtu=mtu, **LONE, **params)
     extra = model.extra(rng, np.full(draws, float(size)), rate * goodput(mtu))
     return rng.choice(lossless, draws) + extra
 
