@@ -17,11 +17,11 @@ retransmission timeout, messages after an idle gap), two kinds of loss make the 
   reveal it) or of a resent packet waits for the retransmission timeout, ``timeout``
   seconds each. A message first times out ``Poisson(λ)`` times, ``λ = ip_loss·tail +
   N·ip_loss²·resend``: about ``tail`` packets at the end, and a share ``resend`` of the
-  resent packets lost again. After a timeout TCP sends again from a window of one
-  packet, so what is left of the message is once more a flow's last packets: each
-  timeout is followed by another with the chance of a lost last packet, ``a = 1 −
-  e^(−ip_loss·tail)`` (geometric chains; ``chains=false``: the first ones alone). ``K``
-  counts them all: ``E[K] = λ/(1 − a)`` (``λ`` without chains).
+  resent packets lost again. ``K`` counts them, ``E[K] = λ``. With ``chains=true``,
+  each timeout is followed by another with the chance of a lost last packet, ``a = 1 −
+  e^(−ip_loss·tail)``, as if what is left of the message after TCP's restart from a
+  window of one packet were once more a flow's last packets (geometric chains, ``E[K]
+  = λ/(1 − a)``); the box's packets wait for a second timeout less often than that.
 
 A message of ``size`` bytes over a link of ``rate`` bytes/s (``inf``: its time on the
 wire is not the point, only the timeouts and ``fast_seconds`` remain) then takes
@@ -77,11 +77,11 @@ class TcpLoss(DelayModel):
         timeout: float = 0.202,
         tail: float = 5.53,
         resend: float = 0.0,
-        streams: int = 2,
+        streams: int = 1,
         chunk: float = RAY_CHUNK,
         copy_tail: float = 3.47,
         nodes: int = 0,
-        chains: bool = True,
+        chains: bool = False,
     ) -> None:
         self.ip_loss = probability("ip_loss", ip_loss, below_one=True)
         self.mtu = integer(

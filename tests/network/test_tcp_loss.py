@@ -29,15 +29,17 @@ CNN = 1_427_240  # bytes of the small CNN's gradient
 
 def mean_extra(model: TcpLoss, size: float, rate: float, copy: bool = False) -> float:
     """The model's expected extra seconds: E[L]·c + E[K]·timeout (``copy``: of a copy of
-    the weights, whose tail is ``copy_tail``), where K is Poisson(λ) timeouts each
-    followed by a geometric number more, each with chance ``1 − exp(−p·tail)``."""
+    the weights, whose tail is ``copy_tail``), where K is Poisson(λ) timeouts, with
+    ``chains`` each followed by a geometric number more, each with chance
+    ``1 − exp(−p·tail)``."""
     packets = math.ceil(size / (model.mtu - HEADERS))
     p = model.ip_loss
     side_by_side = min(model.streams, math.ceil(size / model.chunk))
     fast = model.fast_frames * (model.mtu + 14) / rate + model.fast_seconds / side_by_side
     tail = model.copy_tail if copy else model.tail
     first = p * tail + packets * p * p * model.resend
-    return packets * p * fast + first / math.exp(-p * tail) * model.timeout
+    chained = 1 / math.exp(-p * tail) if model.chains else 1.0
+    return packets * p * fast + first * chained * model.timeout
 
 
 @pytest.mark.parametrize(("loss", "size", "rate"), [(0.02, CNN, 1.25e7), (0.05, 44.7e6, 1.25e8)])
@@ -67,22 +69,23 @@ def test_a_message_of_several_chunks_stalls_for_a_loss_a_share_of_the_time() -> 
     assert one_flow > 2 * four
 
 
-def test_each_timeout_is_followed_by_another_with_the_messages_own_chance() -> None:
+def test_timeouts_are_poisson_or_with_chains_followed_by_more() -> None:
     """A message times out at all with chance 1 − exp(−λ), λ = loss·tail (no resent
-    packet lost again); each timeout then has a further one behind it with that same
-    chance, so E[K] = λ·exp(λ). Lost resent packets add timeouts, not chains."""
-    model = TcpLoss(ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0)
-    count = model.extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
-    assert (count == 0).mean() == pytest.approx(math.exp(-0.5), abs=0.01)
-    assert count.mean() == pytest.approx(0.5 * math.exp(0.5), rel=0.03)  # not 0.5
-    assert (count >= 2).mean() > 0.15  # Poisson(0.5) alone: 0.09
-    alone = TcpLoss(
-        ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0, timeout=1.0, chains=False
-    ).extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
-    assert alone.mean() == pytest.approx(0.5, rel=0.03)  # Poisson(λ) only
-    long = TcpLoss(
-        ip_loss=0.05, tail=0.5, resend=0.48, fast_frames=0.0, fast_seconds=0.0, timeout=1.0
-    ).extra(np.random.default_rng(3), np.full(2000, 44.7e6), 1.25e8)
+    packet lost again): K ~ Poisson(λ). With ``chains`` each timeout has a further one
+    behind it with that same chance, so E[K] = λ·exp(λ); lost resent packets add
+    timeouts, not chains."""
+    counts = {}
+    for chains in (False, True):
+        model = TcpLoss(ip_loss=0.05, tail=10.0, fast_frames=0.0, fast_seconds=0.0,
+                        timeout=1.0, chains=chains)  # fmt: skip
+        counts[chains] = model.extra(np.random.default_rng(3), np.full(40_000, CNN), 1.25e7)
+        assert (counts[chains] == 0).mean() == pytest.approx(math.exp(-0.5), abs=0.01)
+    assert counts[False].mean() == pytest.approx(0.5, rel=0.03)  # Poisson(λ) only
+    assert counts[True].mean() == pytest.approx(0.5 * math.exp(0.5), rel=0.03)
+    assert (counts[False] >= 2).mean() < 0.1 < 0.15 < (counts[True] >= 2).mean()  # 0.09
+    long = TcpLoss(ip_loss=0.05, tail=0.5, resend=0.48, fast_frames=0.0, fast_seconds=0.0,
+                   timeout=1.0, chains=True)  # fmt: skip
+    long = long.extra(np.random.default_rng(3), np.full(2000, 44.7e6), 1.25e8)
     first = 0.05 * 0.5 + math.ceil(44.7e6 / (9000 - HEADERS)) * 0.05**2 * 0.48  # about 6
     assert long.mean() == pytest.approx(first * math.exp(0.05 * 0.5), rel=0.03)
 
