@@ -150,8 +150,7 @@ class TcpLoss(DelayModel):
         side_by_side = np.clip(np.ceil(sizes / self.chunk), 1, self.streams)
         p = self.ip_loss
         fast = rng.binomial(packets.astype(np.int64), p)
-        # an empty message (no bytes modelled) sends nothing, so nothing times out
-        sent = packets > 0  # an empty message (no bytes modelled) sends nothing
+        sent = packets > 0  # an empty message (no bytes modelled) sends nothing to lose
         timeouts = rng.poisson(np.where(sent, p * tail + packets * p * p * self.resend, 0))
         if self.chains:  # after a timeout TCP resends from a window of one packet: what is
             # left is a flow's last packets again, and times out again with that chance
