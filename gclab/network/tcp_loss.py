@@ -39,9 +39,13 @@ As a delay model each worker's round pays it twice: for its copy of the weights
 alone. With ``nodes`` > 0 the workers run on that many nodes, worker ``w`` on node ``w mod
 nodes`` (as ``cluster=netns`` lays them out), and a node fetches one copy of the weights
 for all its workers: one draw per node, so a copy that waits for a timeout makes every
-worker of its node late together (``0``: each worker fetches its own). It loses no
-packet, so the protocol never retransmits for it; :attr:`loss_rate` is the IP loss it
-models.
+worker of its node late together (``0``: each worker fetches its own). Its workers'
+packets then go to the server over ``connections`` TCP connections (Ray's: 2); where
+they queue on the node's link (each one's time there, ``size`` at the uplink's rate,
+longer than a ``timeout``) they follow one another on those connections, and a packet
+with another behind it on its connection cannot lose its tail unseen: a packet pays
+``tail·min(1, connections/m)``, ``m`` the node's packets. It loses no packet, so the
+protocol never retransmits for it; :attr:`loss_rate` is the IP loss it models.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class TcpLoss(DelayModel):
         chunk: float = RAY_CHUNK,
         copy_tail: float = 3.47,
         nodes: int = 0,
+        connections: int = 2,
         chains: bool = False,
     ) -> None:
         self.ip_loss = probability("ip_loss", ip_loss, below_one=True)
@@ -105,6 +110,10 @@ class TcpLoss(DelayModel):
             "nodes", nodes, 0, math.inf,
             ">= 0 (the nodes whose workers share a copy of the weights; 0: none share)",
         )  # fmt: skip
+        self.connections = integer(
+            "connections", connections, 1, math.inf,
+            ">= 1 (the TCP connections a node's packets share to the server; Ray's: 2)",
+        )  # fmt: skip
         self.streams = integer(
             "streams", streams, 1, math.inf,
             ">= 1 (how many of a message's chunks recover their losses side by side; "
@@ -128,22 +137,35 @@ class TcpLoss(DelayModel):
         rng = draws.generator(seed, draws.TRANSFER, round)
         rate = links.broadcast / n  # each worker's copy of the weights, all sent together
         copies = min(self.nodes, n) or n
+        node = np.arange(n) % copies
         down = 0.0
         if links.payload:
-            drawn = self.extra(rng, np.full(copies, links.payload), rate, self.copy_tail)
-            down = drawn[np.arange(n) % copies]
-        return down + self.extra(rng, np.full(n, size), links.uplink)
+            down = self.extra(rng, np.full(copies, links.payload), rate, self.copy_tail)[node]
+        return down + self.extra(
+            rng, np.full(n, size), links.uplink, self.exposed(node, size, links)
+        )
+
+    def exposed(self, node: np.ndarray, size: float, links: Links) -> np.ndarray | float:
+        """The share of :attr:`tail` each worker's packet pays (its node ``node[w]``):
+        where a node's packets queue on its link, each one's time there longer than a
+        timeout, they follow one another on its ``connections``, and only the last on
+        each can lose its tail unseen; elsewhere each packet is alone in its flow."""
+        if size / links.uplink <= self.timeout:
+            return self.tail
+        sharing = np.bincount(node)[node]  # the packets of each worker's node
+        return self.tail * np.minimum(1.0, self.connections / sharing)
 
     def extra(
         self,
         rng: np.random.Generator,
         sizes: np.ndarray,
         rate: float,
-        tail: float | None = None,
+        tail: float | np.ndarray | None = None,
     ) -> np.ndarray:
         """Seconds beyond their time on the wire that messages of ``sizes`` bytes take
         over a link of ``rate`` bytes/s (``tail``: packets at a message's end whose loss
-        times out, by default :attr:`tail`): one draw per message from ``rng``."""
+        times out, by default :attr:`tail`, or one per message): one draw per message
+        from ``rng``."""
         tail = self.tail if tail is None else tail
         sizes = np.asarray(sizes, dtype=np.float64)
         packets = np.ceil(sizes / (self.mtu - HEADERS))
@@ -154,7 +176,7 @@ class TcpLoss(DelayModel):
         timeouts = rng.poisson(np.where(sent, p * tail + packets * p * p * self.resend, 0))
         if self.chains:  # after a timeout TCP resends from a window of one packet: what is
             # left is a flow's last packets again, and times out again with that chance
-            again = np.where(sent, -math.expm1(-p * tail), 0.0)
+            again = np.where(sent, -np.expm1(-p * np.asarray(tail)), 0.0)
             chained = rng.negative_binomial(np.maximum(timeouts, 1), 1.0 - again)
             timeouts = timeouts + np.where(timeouts > 0, chained, 0)
         frame = 0.0 if math.isinf(rate) else (self.mtu + FRAMING) / rate

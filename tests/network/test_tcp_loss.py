@@ -136,6 +136,28 @@ def test_a_nodes_workers_share_one_copy_of_the_weights() -> None:
     assert np.array_equal(many, alone.transfer_delays(3, 4, 7, 0.0, links))  # one a node
 
 
+def test_packets_queued_behind_their_nodes_others_lose_their_tails_less_often() -> None:
+    """Where a node's packets queue on its link (each longer there than a timeout), only
+    the last on each of its connections can lose its tail unseen: with four packets a
+    node and two connections each pays half of ``tail``; alone in its flow, all of it."""
+    model = TcpLoss(ip_loss=0.05, tail=10.0, copy_tail=0.0, fast_frames=0.0,
+                    fast_seconds=0.0, timeout=1.0, nodes=2, connections=2)  # fmt: skip
+
+    def timeouts(uplink: float, workers: int = 8) -> float:
+        links = Links(uplink=uplink, broadcast=math.inf, payload=CNN)
+        rounds = [model.transfer_delays(r, workers, 7, CNN, links) for r in range(3000)]
+        return float(np.mean(rounds))  # timeout = 1 s: the mean count of timeouts
+
+    assert timeouts(1e6) == pytest.approx(0.05 * 10.0 / 2, rel=0.08)  # 1.43 s on the link
+    assert timeouts(1e8) == pytest.approx(0.05 * 10.0, rel=0.08)  # 14 ms: alone
+    assert timeouts(1e6, workers=4) == pytest.approx(0.05 * 10.0, rel=0.08)  # one each
+    alone = TcpLoss(ip_loss=0.05, tail=10.0, copy_tail=0.0, fast_frames=0.0,
+                    fast_seconds=0.0, timeout=1.0)  # fmt: skip
+    links = Links(uplink=1e6, broadcast=math.inf, payload=CNN)
+    own = np.mean([alone.transfer_delays(r, 8, 7, CNN, links) for r in range(3000)])
+    assert own == pytest.approx(0.5, rel=0.08)  # no nodes: every packet its own flow
+
+
 def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> None:
     network = NetworkConfig(bandwidth=6.25e6, broadcast_bandwidth=5e7)
     scheme = ClassicFR(4, s=1)
@@ -162,6 +184,7 @@ def test_the_engine_slows_down_under_it_and_the_fast_search_steps_aside() -> Non
      ({"copy_tail": -1}, r"^copy_tail=-1 is invalid: it must be >= 0"),
      ({"nodes": -1}, r"^nodes=-1 is invalid: it must be an integer >= 0"),
      ({"nodes": 2.5}, r"^nodes=2\.5 is invalid"),
+     ({"connections": 0}, r"^connections=0 is invalid: it must be an integer >= 1"),
      ({"chains": "yes"}, r"^chains='yes' is invalid: it must be true")],
 )  # fmt: skip
 def test_bad_values_fail_in_one_sentence(kwargs, pattern) -> None:
