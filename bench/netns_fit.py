@@ -25,7 +25,7 @@ its last measurement):
    model) on the box's compute times are nearest the box's median and 95th-percentile
    round (mean squared log ratio, the model's draws pooled over ``--seeds`` seeds).
 
-Every replay puts worker ``w`` on node ``w mod NODES`` (``delay.nodes``), as the box does
+The fit's replays put worker ``w`` on node ``w mod NODES`` (``delay.nodes``), as the box does
 (``summary.json``'s ``worker_nodes``; points measured before the box laid its workers
 out so had Ray's layout, marked ``*`` when it was another).
 

@@ -142,14 +142,15 @@ class TcpLoss(DelayModel):
         if links.payload:
             down = self.extra(rng, np.full(copies, links.payload), rate, self.copy_tail)[node]
         return down + self.extra(
-            rng, np.full(n, size), links.uplink, self.exposed(node, size, links)
+            rng, np.full(n, size), links.uplink, self.packet_tails(node, size, links)
         )
 
-    def exposed(self, node: np.ndarray, size: float, links: Links) -> np.ndarray | float:
-        """The share of :attr:`tail` each worker's packet pays (its node ``node[w]``):
-        where a node's packets queue on its link, each one's time there longer than a
-        timeout, they follow one another on its ``connections``, and only the last on
-        each can lose its tail unseen; elsewhere each packet is alone in its flow."""
+    def packet_tails(self, node: np.ndarray, size: float, links: Links) -> np.ndarray | float:
+        """The ``tail`` each worker's packet pays (worker ``w`` on node ``node[w]``): all
+        of :attr:`tail` where each packet is alone in its flow; where a node's packets
+        queue on its link (each one's time there longer than a timeout) they follow one
+        another on its ``connections``, only the last on each can lose its tail unseen,
+        and each pays ``min(1, connections / m)`` of it, ``m`` the node's packets."""
         if size / links.uplink <= self.timeout:
             return self.tail
         sharing = np.bincount(node)[node]  # the packets of each worker's node
