@@ -179,7 +179,9 @@ def point(
     lost = sum(node["up_lost"] + node["down_lost"] for node in summary["link_traffic"])
     result = {
         "scheme": scheme, "loss": loss, "rate": rate, "n": n, "model": model,
-        "rounds": rounds, "load": load, "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost},
+        "rounds": rounds, "load": load,
+        "box": {**stats(box_rounds), "bytes": up, "ip_lost": lost,
+                "round_times": [r["round_time"] for r in box_rounds]},  # netns_long.py
         "worker_nodes": summary["worker_nodes"],  # which workers shared a node's link
     }  # fmt: skip
     sources = {"on_box": (box_rounds, "worker_s")}
