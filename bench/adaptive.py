@@ -33,7 +33,7 @@ null), and ``papers``, the SGC papers' four schemes (``uncoded``, ``classic_cr``
 how the defaults were chosen (:func:`role`, docs/simulator.md): *tuning* (changes at
 job 50 and stationary regimes, slope 2.2), *seen* (looked at while choosing the
 switching rule) or *held out* (changes at jobs 30 and 70, first run with the defaults
-chosen).
+chosen, and at 45, 55, 60 and 80, first run later with the same defaults).
 
 Printed: per candidate set, slope and change point, the distribution of adaptive ÷ best
 fixed in hindsight (median, 90th percentile, worst, how many above 1.15; stationary:
@@ -71,7 +71,7 @@ SETS = {"family": ("classic_cr",), "papers": ("uncoded", "classic_cr", "sr_sgc",
 N, JOBS, PROBE = 256, 100, 16
 #: The scenarios the defaults were chosen on, and the change points first run with them.
 TUNING = {"slope": 2.2, "changes": (50,)}
-HELD_OUT = (30, 70)
+HELD_OUT = (30, 45, 55, 60, 70, 80)
 
 
 def role(slope: float, change: int) -> str:
