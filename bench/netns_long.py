@@ -36,6 +36,7 @@ def within(ratios: tuple[float, float]) -> bool:
 
 
 def span(values: list[float]) -> str:
+    """``lowest–highest`` of ``values``, in seconds."""
     return f"{min(values):.3f}–{max(values):.3f}"
 
 
@@ -60,14 +61,14 @@ def main() -> None:
         b = np.median(box), np.percentile(box, 95)
         m = np.median(own) / b[0], np.percentile(own, 95) / b[1]
         p = np.median(pooled) / b[0], np.percentile(pooled, 95) / b[1]
-        ok = within(m)
-        pairs = list(zip(blocks(box, args.block), blocks(own, args.block)))
-        held = sum(within((o[0] / x[0], o[1] / x[1])) for x, o in pairs)
+        box_blocks, own_blocks = blocks(box, args.block), blocks(own, args.block)
+        held = sum(within((o[0] / x[0], o[1] / x[1])) for x, o in zip(box_blocks, own_blocks))
         print(
             f"| {point.name} | {len(box)} | {b[0]:.3f} / {b[1]:.3f} "
-            f"| {span([q for _, q in blocks(box, args.block)])} "
-            f"| ×{m[0]:.2f} / ×{m[1]:.2f} | {span([q for _, q in blocks(own, args.block)])} "
-            f"| ×{p[0]:.2f} / ×{p[1]:.2f} | {'yes' if ok else 'no'} / {held} of {len(pairs)} |"
+            f"| {span([q for _, q in box_blocks])} "
+            f"| ×{m[0]:.2f} / ×{m[1]:.2f} | {span([q for _, q in own_blocks])} "
+            f"| ×{p[0]:.2f} / ×{p[1]:.2f} | {'yes' if within(m) else 'no'} "
+            f"/ {held} of {len(box_blocks)} |"
         )
 
 
