@@ -3,13 +3,14 @@ the machine's cores.
 
 ``-n auto`` (pyproject.toml's addopts) runs a lane, or the whole suite, on one
 pytest-xdist worker per core (:func:`pytest_xdist_auto_num_workers`). Every ``slow`` test
-joins one xdist group (``--dist loadgroup``), so the end-to-end tests run one after
-another in one worker as they did without xdist: no two private Rays contend for the
-cores and the dashboard agent's port, and no two subprocess runs race a timeout, while
-the fast tests share the other workers. A fast test must start no Ray: every test
-process keeps its Rays' session folders in a folder of its own (``RAY_TMPDIR``, which
-the subprocesses it starts inherit), and a test outside the slow lane that leaves a new
-session there fails, naming the marker.
+that may start Ray joins one xdist group (``--dist loadgroup``), so the end-to-end tests
+run one after another in one worker as they did without xdist: no two private Rays
+contend for the cores and the dashboard agent's port, and no two subprocess runs race a
+timeout, while the fast tests, and the slow ones marked ``no_ray`` (simulations, brute
+force, ``python -m gclab.sim``), share the other workers. Only those in the group may
+start Ray: every test process keeps its Rays' session folders in a folder of its own
+(``RAY_TMPDIR``, which the subprocesses it starts inherit), and any other test that
+leaves a new session there fails, naming the marker.
 """
 
 from __future__ import annotations
@@ -52,19 +53,25 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every ``slow`` test in one xdist group; refuse a user of a Ray fixture that is
-    not ``slow`` (the fast lane starts no Ray)."""
-    fast_ray = []
+    """Put every ``slow`` test that may start Ray in one xdist group; refuse a user of a
+    Ray fixture that is not in it (the fast lane starts no Ray)."""
+    misplaced = []
     for item in items:
-        if item.get_closest_marker("slow") is not None:
+        if may_start_ray(item):
             item.add_marker(pytest.mark.xdist_group("slow"))
         elif RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
-            fast_ray.append(item.nodeid)
-    if fast_ray:
+            misplaced.append(item.nodeid)
+    if misplaced:
         raise pytest.UsageError(
-            f"tests that use {' or '.join(sorted(RAY_FIXTURES))} must be marked slow: "
-            + ", ".join(fast_ray)
+            f"tests that use {' or '.join(sorted(RAY_FIXTURES))} must be marked slow and "
+            "not no_ray: " + ", ".join(misplaced)
         )
+
+
+def may_start_ray(item: pytest.Item) -> bool:
+    """Whether ``item`` runs in the slow group, the only tests that may start Ray."""
+    marked = item.get_closest_marker
+    return marked("slow") is not None and marked("no_ray") is None
 
 
 def _ray_sessions() -> set[str]:
@@ -76,16 +83,17 @@ def _ray_sessions() -> set[str]:
 
 @pytest.fixture(autouse=True)
 def _ray_only_in_the_slow_lane(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fail a test outside the slow lane that started Ray, itself or in a subprocess (under
-    xdist it would run beside the slow tests' Rays, and it makes the fast lane slow)."""
+    """Fail a test outside the slow group that started Ray, itself or in a subprocess
+    (under xdist it would run beside the slow tests' Rays, and it makes the fast lane
+    slow)."""
     before = _ray_sessions()
     yield
     started = _ray_sessions() - before
-    if started and request.node.get_closest_marker("slow") is None:
+    if started and not may_start_ray(request.node):
         pytest.fail(
             f"{request.node.nodeid} started Ray ({len(started)} session(s) in {RAY_TMPDIR}) "
-            "but is not marked @pytest.mark.slow: mark it, so that the fast lane starts no "
-            "Ray and parallel runs start one Ray at a time."
+            "but is not marked @pytest.mark.slow, or is marked no_ray: mark it slow alone, "
+            "so that the fast lane starts no Ray and parallel runs start one Ray at a time."
         )
 
 
@@ -101,11 +109,11 @@ def _thread_pools() -> ThreadpoolController:
 
 @pytest.fixture(autouse=True)
 def _one_thread_per_worker(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Run a fast test with one BLAS and one OpenMP thread where xdist workers share the
-    cores: each pool starts a thread per core, and two workers' spinning threads on two
-    cores slowed BLAS-heavy tests by tens of times on the loaded machine. Slow tests keep
-    the pools as they are, as their subprocesses and Ray workers do."""
-    if WORKERS < 2 or request.node.get_closest_marker("slow") is not None:
+    """Run a test outside the slow group with one BLAS and one OpenMP thread where xdist
+    workers share the cores: each pool starts a thread per core, and two workers' spinning
+    threads on two cores slowed BLAS-heavy tests by tens of times on the loaded machine.
+    The slow group keeps the pools as they are, as its subprocesses and Ray workers do."""
+    if WORKERS < 2 or may_start_ray(request.node):
         yield
         return
     with _thread_pools().limit(limits=1):

@@ -1,6 +1,6 @@
-"""How the suite shares the cores (tests/conftest.py): every slow test in one xdist group,
-Ray fixtures only in the slow lane, workers only for whole lanes, one thread per pool in
-a fast test beside another worker."""
+"""How the suite shares the cores (tests/conftest.py): every slow test that may start Ray
+in one xdist group, Ray fixtures and Ray sessions only there, workers only for whole
+lanes, one thread per pool in a test outside the group beside another worker."""
 
 from __future__ import annotations
 
@@ -34,19 +34,46 @@ def groups(item: Item) -> list[Any]:
     return [m.args[0] for m in item.markers if m.name == "xdist_group"]
 
 
-def test_every_slow_test_joins_one_group_and_fast_ones_none() -> None:
+NO_RAY = [pytest.mark.slow.mark, pytest.mark.no_ray.mark]
+
+
+def test_every_slow_test_joins_one_group_and_fast_and_no_ray_ones_none() -> None:
     slow = Item("a.py::end_to_end", markers=[pytest.mark.slow.mark])
     ray = Item("b.py::on_ray", ("ray_session",), [pytest.mark.slow.mark])
     fast = Item("c.py::unit", ("tmp_path",))
-    conftest.pytest_collection_modifyitems(None, [slow, ray, fast])
-    assert groups(slow) == groups(ray) == ["slow"] and groups(fast) == []
+    rayless = Item("c.py::simulation", ("tmp_path",), list(NO_RAY))
+    conftest.pytest_collection_modifyitems(None, [slow, ray, fast, rayless])
+    assert groups(slow) == groups(ray) == ["slow"] and groups(fast) == groups(rayless) == []
 
 
 @pytest.mark.parametrize("fixture", sorted(conftest.RAY_FIXTURES))
-def test_a_fast_test_on_a_ray_fixture_is_refused_by_name(fixture: str) -> None:
-    fast = Item("d.py::on_ray_but_fast", (fixture,))
-    with pytest.raises(pytest.UsageError, match=r"must be marked slow: d\.py::on_ray_but_fast"):
-        conftest.pytest_collection_modifyitems(None, [fast])
+@pytest.mark.parametrize("markers", [[], NO_RAY], ids=["fast", "no_ray"])
+def test_a_test_on_a_ray_fixture_outside_the_group_is_refused_by_name(
+    fixture: str, markers: list[pytest.Mark]
+) -> None:
+    outside = Item("d.py::on_ray_outside", (fixture,), list(markers))
+    with pytest.raises(pytest.UsageError, match=r"not no_ray: d\.py::on_ray_outside$"):
+        conftest.pytest_collection_modifyitems(None, [outside])
+
+
+@pytest.mark.parametrize(
+    ("markers", "refused"), [([], True), (NO_RAY, True), ([pytest.mark.slow.mark], False)]
+)
+def test_a_ray_session_started_outside_the_group_fails_the_test(
+    markers: list[pytest.Mark], refused: bool, tmp_path: Path, monkeypatch
+) -> None:
+    """The check after each test: a new session folder under RAY_TMPDIR (what a Ray this
+    process or its subprocesses started leaves there) fails a test outside the group."""
+    monkeypatch.setattr(conftest, "RAY_TMPDIR", tmp_path)
+    check = conftest._ray_only_in_the_slow_lane.__wrapped__
+    running = check(SimpleNamespace(node=Item("f.py::starts_ray", markers=list(markers))))
+    next(running)
+    (tmp_path / "ray" / "session_2026-12-07_20-00-00_000000_1").mkdir(parents=True)
+    if refused:
+        with pytest.raises(pytest.fail.Exception, match=r"^f\.py::starts_ray started Ray "):
+            next(running, None)
+    else:
+        assert next(running, None) is None
 
 
 @pytest.mark.parametrize(
@@ -76,7 +103,7 @@ def test_a_fast_test_beside_another_worker_runs_one_thread_per_pool(monkeypatch)
     before = [p.num_threads for p in pools.lib_controllers]
     fixture = conftest._one_thread_per_worker.__wrapped__
     monkeypatch.setattr(conftest, "WORKERS", 2)
-    for markers, limited in (([], True), ([pytest.mark.slow.mark], False)):
+    for markers, limited in (([], True), (NO_RAY, True), ([pytest.mark.slow.mark], False)):
         request = SimpleNamespace(node=Item("e.py::t", markers=markers))
         running = fixture(request)
         next(running)

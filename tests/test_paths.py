@@ -104,6 +104,7 @@ def test_a_resume_may_move_the_roots(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 def test_the_simulator_reads_traces_and_writes_sweeps_under_the_roots(tmp_path: Path) -> None:
     """experiment=lambda_traces end to end with its traces and sweep under two roots."""
     traces = tmp_path / "traces"

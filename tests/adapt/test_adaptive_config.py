@@ -82,6 +82,7 @@ def test_adaptation_is_off_by_default_in_both_apps() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 @pytest.mark.parametrize("recovery", ["decodable", "wait_all"])
 def test_the_simulator_command_records_switches(tmp_path: Path, recovery: str) -> None:
     durations = np.ones((8, 40))
@@ -105,6 +106,7 @@ def test_the_simulator_command_records_switches(tmp_path: Path, recovery: str) -
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 def test_simulator_refuses_adapting_and_searching_together(tmp_path: Path) -> None:
     """Through ``python -m gclab.sim``: the refusal comes from its task function."""
     proc = sim(tmp_path, f"hydra.run.dir={tmp_path}", "adapt=search", "sim.search=true")

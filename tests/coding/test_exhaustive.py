@@ -38,7 +38,12 @@ def test_every_built_in_static_scheme_is_enumerated() -> None:
     assert {scheme.name for scheme in all_schemes(8)} == static
 
 
-@pytest.mark.parametrize("n", range(1, 9))
+#: 2^7 and 2^8 patterns of every code take most of this file's time: the slow lane's
+#: (beside the Ray tests, on the other core).
+BRUTE = [pytest.mark.slow, pytest.mark.no_ray]
+
+
+@pytest.mark.parametrize("n", [*range(1, 7), *(pytest.param(n, marks=BRUTE) for n in (7, 8))])
 def test_predicate_equals_decodability_and_decodes_exactly(n: int) -> None:
     patterns = [np.array(bits, dtype=bool) for bits in itertools.product([False, True], repeat=n)]
     for scheme in all_schemes(n):

@@ -105,6 +105,7 @@ def test_maximum_set_against_brute_force_of_a_hybrid_that_wraps_and_spills() -> 
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 @pytest.mark.parametrize("n", range(1, 13))
 def test_maximum_set_against_brute_force_n_up_to_12(n: int) -> None:
     check_against_brute_force(n, configurations(n), greedy=True)

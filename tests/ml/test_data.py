@@ -112,6 +112,7 @@ def test_cifar_shaped_jpeg_tree_loads_as_an_image_folder(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 @pytest.mark.shared
 def test_shared_cifar10_loads_as_an_image_folder(shared_cifar):
     """The real dataset (shared JPEG copy): 50k/10k images, 10 classes, cached decode."""

@@ -95,6 +95,7 @@ _CACHED = """
 
 
 @pytest.mark.slow  # three processes
+@pytest.mark.no_ray
 def test_tiered_finds_machine_code_on_disk_and_never_compiles_to_look(tmp_path) -> None:
     """A process with numba's disk cache empty interprets a small call (numba compiles
     nothing); after a process that compiled, a small call runs the cached machine code."""
@@ -129,6 +130,7 @@ _RENTED = """
 
 
 @pytest.mark.slow  # four processes
+@pytest.mark.no_ray
 def test_runs_too_small_to_compile_alone_compile_once_together_they_reach_the_budget(
     tmp_path,
 ) -> None:
@@ -166,6 +168,7 @@ _CONCURRENT = """
 
 
 @pytest.mark.slow  # a process with numba's cache of its own
+@pytest.mark.no_ray
 def test_processes_interpreting_at_once_each_add_their_work_to_the_count(tmp_path) -> None:
     """Two counters of one kernel stand for two processes of a parallel sweep,
     interleaved: the first read the count before the second added its 2, and the next
@@ -197,6 +200,7 @@ _SOURCES = """
 
 
 @pytest.mark.slow  # four processes
+@pytest.mark.no_ray
 def test_a_kernel_cached_before_its_sources_changed_compiles_anew(tmp_path) -> None:
     """numba keys its cache on the kernel's own file: a helper module that changed (here
     the factor 3 -> 5.5) must not leave the old machine code running."""
@@ -275,6 +279,7 @@ _FRESH = """
 
 
 @pytest.mark.slow  # compiles the SGC loop in fresh processes
+@pytest.mark.no_ray
 def test_a_fresh_install_interprets_the_sgc_loop_until_the_budget_then_loads_it(tmp_path):
     script = tmp_path / "fresh.py"
     script.write_text(textwrap.dedent(_FRESH))

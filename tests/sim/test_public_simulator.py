@@ -22,6 +22,7 @@ ROWS = public.rows(TABLE) if TABLE.is_file() else []
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.no_ray,  # the simulator in this process
     pytest.mark.shared,
     pytest.mark.skipif(not TABLE.is_file(), reason=f"shared reference table {TABLE} is absent"),
 ]

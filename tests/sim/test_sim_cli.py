@@ -18,7 +18,7 @@ from gclab.network.trace import Trace
 from gclab.sim.engine import UNIT_TIME, simulate
 from gclab.sim.search import scheme_option
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.no_ray]  # python -m gclab.sim runs no Ray
 
 
 def sim(tmp_path: Path, *overrides: str) -> tuple[subprocess.CompletedProcess[str], Path]:

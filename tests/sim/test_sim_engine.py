@@ -66,6 +66,7 @@ def test_uncoded_replay_of_a_lambda_shaped_trace(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 @pytest.mark.shared
 @pytest.mark.parametrize("name", ["sydney-cnn-w256-r20", "tokyo-cnn-w256-r10"])
 def test_uncoded_replay_of_the_shared_traces(name: str) -> None:

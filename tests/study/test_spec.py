@@ -114,6 +114,7 @@ def test_a_lossless_only_scheme_runs_without_loss_alone(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.no_ray
 def test_the_cli_lists_the_units_and_refuses_a_bad_spec(tmp_path: Path):
     command = [sys.executable, "-m", "gclab.study", "--set", "seeds=[0]", "--dry-run"]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
