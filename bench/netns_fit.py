@@ -139,13 +139,15 @@ def load(paths: list[str]) -> list[Point]:
 
 def lateness(record: dict) -> dict[str, np.ndarray]:
     """Seconds each worker's copy of the weights (``copy``) and its packet (``packet``)
-    took beyond the point's median, over the timed rounds (the first left out)."""
+    took beyond the point's median, over the timed rounds (the first left out); a
+    message a round was closed without (``None`` in the timeline) is left out."""
     timed = [t for t in record["timeline_box"][1:] if t]
-    took = {
-        "copy": np.array([np.subtract(t["fetched"], t["called"]) for t in timed]),
-        "packet": np.array([np.subtract(t["back"], t["returned"]) for t in timed]),
-    }
-    return {kind: (x - np.median(x)).ravel() for kind, x in took.items()}
+    late = {}
+    for kind, end, start in (("copy", "fetched", "called"), ("packet", "back", "returned")):
+        took = np.array([t[end] for t in timed], float) - np.array([t[start] for t in timed], float)
+        took = took[~np.isnan(took)]  # None (a message the round closed without) reads as nan
+        late[kind] = took - np.median(took)
+    return late
 
 
 def most_likely_tail(losses: np.ndarray, late: np.ndarray, counts: np.ndarray) -> float:
