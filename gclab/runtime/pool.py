@@ -8,7 +8,10 @@ answered: an actor still busy then is killed and restarted, so neither it nor it
 backlog can hold up the run. An actor that died (Ray restarts it), a stuck one, or a
 packet with non-finite values: all become *failed* packets, which the round protocol
 treats as lost. If the due job needs one, recovery asks :meth:`WorkerPool.refetch`,
-which has the (restarted) worker compute it again.
+which has the (restarted) worker compute it again. A reply lost on its way back from
+an actor that lives on (its connection broke: Ray's ``ActorUnavailableError``, seen on
+lossy links) is asked for again (:meth:`WorkerPool.answer`) before its packets are
+failed.
 
 A stateful encoder (T > 0) restarts empty, so the packets of its first T rounds after
 a restart mix fewer jobs than the decoder expects: they are failed too, and cannot be
@@ -45,7 +48,7 @@ from gclab.errors import ConfigError
 from gclab.network.rounds import RecoveryError
 from gclab.runtime.placement import ADVICE, Placement, asks, count, demand
 from gclab.runtime.watch import ClusterWatch
-from gclab.runtime.worker import WorkerReport, WorkerSpec, host_shards, start_hosts
+from gclab.runtime.worker import HostReport, WorkerReport, WorkerSpec, host_shards, start_hosts
 
 #: The weights a round's jobs are computed on: job t -> the handle of round t's broadcast.
 Weights = Mapping[int, Any]
@@ -203,6 +206,24 @@ class WorkerPool:
         self.unusable_until[self.groups[i]] = np.maximum(
             self.unusable_until[self.groups[i]], r + self.T
         )
+
+    def answer(self, i: int, r: int, deadline: float) -> HostReport | None:
+        """Actor ``i``'s report of round ``r``, asked for again after Ray lost the reply
+        (``ActorUnavailableError``: the connection to a live actor broke; the call may or
+        may not have run). ``None`` when the call did not run, or when the actor does not
+        answer by ``deadline`` (``time.monotonic()``) or has died: its packet fails then.
+        A stateful encoder that ran the call has moved on exactly as if the reply had come,
+        so the report keeps its packets whole."""
+        while True:
+            try:
+                call = self.hosts[i].answer.remote(r)
+                return ray.get(call, timeout=max(0.1, deadline - time.monotonic()))
+            except ActorUnavailableError:
+                if time.monotonic() >= deadline:
+                    return None
+                time.sleep(0.2)  # Ray is still reconnecting
+            except (RayActorError, GetTimeoutError):
+                return None
 
     def refetch(self, r: int, w: int, weights: Weights, tasks: Plan) -> np.ndarray:
         """Recompute worker ``w``'s packet of round ``r`` (recovery of a failed packet).
@@ -401,9 +422,15 @@ class PendingRound:
         try:
             got = future.result()
         except ACTOR_ERRORS as exc:
-            log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
-            pool._failed_host(i, r)
-            return self._answered([i])
+            got = (
+                pool.answer(i, r, self.deadline) if isinstance(exc, ActorUnavailableError) else None
+            )
+            if got is None:
+                log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
+                pool._failed_host(i, r)
+                return self._answered([i])
+            log.warning("round %d: worker actor %d's reply was lost (%s); asked again", r, i, exc)
+            back = time.monotonic()
         got.times["back"] = back  # the report in the driver's hand (fetched, deserialised)
         self.reports.update(got.reports())
         nonfinite = [w for w, finite in zip(got.workers, got.finite()) if not finite]

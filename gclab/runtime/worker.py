@@ -233,6 +233,9 @@ class RayWorkerHost(WorkerHost):
         self, spec: WorkerSpec, workers: Sequence[int], shards: Mapping[int, ray.ObjectRef]
     ) -> None:
         super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
+        #: ``(round, report)`` of the last round's call (recomputations aside): sent again
+        #: by :meth:`answer` when Ray loses the reply on its way back.
+        self.answered: tuple[int, HostReport] | None = None
 
     def run_round(
         self,
@@ -249,7 +252,18 @@ class RayWorkerHost(WorkerHost):
         times = {"called": called, "fetched": time.monotonic()}
         report = super().run_round(round, {j: fetched[r] for j, r in weights.items()}, plans, retry)
         report.times.update(times, returned=time.monotonic())
+        if not retry:
+            self.answered = (round, report)
         return report
+
+    def answer(self, round: int) -> HostReport | None:
+        """The report of ``round``'s call again, for a server whose connection to this
+        actor broke before the reply came (Ray's ``ActorUnavailableError``: the call may
+        or may not have run); ``None`` if it did not run here. Calls run one at a time,
+        so a call still running when this one is sent finishes first."""
+        if self.answered is not None and self.answered[0] == round:
+            return self.answered[1]
+        return None
 
     def switch(self, scheme: Scheme, shards: Mapping[int, ray.ObjectRef]) -> None:
         """:meth:`WorkerHost.hold` the shards ``scheme`` names, fetched from the object store."""

@@ -6,10 +6,12 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import Future
 
 import pytest
 import ray
 
+from gclab.runtime.pool import PendingRound
 from gclab.tracking.artifacts import load_checkpoint, read_metrics
 from helpers.config import TINY, compose_config
 from helpers.training import assert_same_weights, reference_weights, trained_weights
@@ -45,6 +47,29 @@ def test_uncoded_recomputes_a_lost_packet_on_the_restarted_worker(ray_session, t
     assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
     round1 = rounds_of(tmp_path)[1]
     assert round1["failed"] == 1 and round1["retransmissions"] >= 1 and round1["erasures"] == 0
+
+
+def test_a_reply_lost_on_its_way_back_is_asked_for_again_and_a_pipelined_run_stays_exact(
+    ray_session, tmp_path, monkeypatch
+):
+    """Ray loses actor 1's reply in round 2 after the actor ran the call (an
+    ``ActorUnavailableError``, as a connection reset on a lossy link gives). A T = 2
+    encoder cannot compute that packet again, and failing it would fail the actor's next
+    two rounds too; the server asks the actor for the report instead, and nothing fails."""
+    done = PendingRound._done
+
+    def lose_reply(self, ref, future):
+        if self.r == 2 and self.calls.get(ref) == 1:
+            future.result()  # the actor ran the call; its reply is lost on the way back
+            future = Future()
+            future.set_exception(ray.exceptions.ActorUnavailableError("connection reset", None))
+        done(self, ref, future)
+
+    monkeypatch.setattr(PendingRound, "_done", lose_reply)
+    pipelined = ["scheme=pipelined_fr", "scheme.s=1", "scheme.T=2", "cluster.workers=4"]
+    cfg = compose_config([*TINY, *pipelined, "train.rounds=6"])
+    assert_same_weights(trained_weights(cfg, tmp_path), reference_weights(cfg))
+    assert [r["failed"] for r in rounds_of(tmp_path)] == [0] * 6
 
 
 def test_stuck_worker_is_cut_off_and_does_not_delay_the_next_round(ray_session, tmp_path):
