@@ -58,6 +58,10 @@ log = logging.getLogger(__name__)
 #: Errors of a call to an actor that died or is being restarted.
 ACTOR_ERRORS = (RayActorError, ActorUnavailableError)
 
+#: Seconds a live actor whose reply Ray lost has to send it again (in the network box
+#: it came within 2 s of the error).
+ASK_AGAIN_SECONDS = 10.0
+
 #: Seconds an actor that fits in the cluster may take to come up, when cluster.timeout
 #: is shorter (at start-up and after a restart).
 STARTUP_SECONDS = 60.0
@@ -211,9 +215,12 @@ class WorkerPool:
         """Actor ``i``'s report of round ``r``, asked for again after Ray lost the reply
         (``ActorUnavailableError``: the connection to a live actor broke; the call may or
         may not have run). ``None`` when the call did not run, or when the actor does not
-        answer by ``deadline`` (``time.monotonic()``) or has died: its packet fails then.
-        A stateful encoder that ran the call has moved on exactly as if the reply had come,
-        so the report keeps its packets whole."""
+        answer within :data:`ASK_AGAIN_SECONDS` (by ``deadline``, ``time.monotonic()``, at
+        the latest) or has died: its packet fails then, as before, and an actor Ray is
+        restarting holds up the round no longer than that. A stateful encoder that ran
+        the call has moved on exactly as if the reply had come, so the report keeps its
+        packets whole."""
+        deadline = min(deadline, time.monotonic() + ASK_AGAIN_SECONDS)
         while True:
             try:
                 call = self.hosts[i].answer.remote(r)
