@@ -433,7 +433,7 @@ class PendingRound:
                 pool.answer(i, r, self.deadline) if isinstance(exc, ActorUnavailableError) else None
             )
             if got is None:
-                log.warning("round %d: worker actor %d died (%s); Ray restarts it", r, i, exc)
+                log.warning("round %d: worker actor %d failed its call (%s)", r, i, exc)
                 pool._failed_host(i, r)
                 return self._answered([i])
             log.warning("round %d: worker actor %d's reply was lost (%s); asked again", r, i, exc)

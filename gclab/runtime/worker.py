@@ -234,7 +234,8 @@ class RayWorkerHost(WorkerHost):
     ) -> None:
         super().__init__(spec, workers, dict(zip(shards, ray.get(list(shards.values())))))
         #: ``(round, report)`` of the last round's call (recomputations aside): sent again
-        #: by :meth:`answer` when Ray loses the reply on its way back.
+        #: by :meth:`answer` when Ray loses the reply on its way back. It holds one round's
+        #: packets of the hosted workers until the next round replaces them.
         self.answered: tuple[int, HostReport] | None = None
 
     def run_round(
